@@ -1,0 +1,1 @@
+"""Learned residual dynamics: what the fitted simulator still gets wrong."""

@@ -1,0 +1,1 @@
+"""Wires, cameras and the emulators that stand in for them. Knows nothing of learning."""

@@ -1,0 +1,3 @@
+from realsim.cli import main
+
+raise SystemExit(main())

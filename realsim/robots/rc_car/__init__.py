@@ -1,0 +1,1 @@
+"""realsim/robots/rc_car."""

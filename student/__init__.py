@@ -1,0 +1,1 @@
+"""Students: policies from robot-legal observations only. Never imports teacher/."""

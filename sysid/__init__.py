@@ -1,0 +1,1 @@
+"""System identification: logs in, fitted simulator parameters out."""

@@ -1,0 +1,1 @@
+"""Privileged (GOD-mode) teachers: read every simulator state, solve the task."""
