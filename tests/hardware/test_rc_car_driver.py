@@ -53,8 +53,10 @@ def test_drive_encodes_clamps_and_counts_seq(car: FakeCar) -> None:
         ("2", "0", "1"),
         ("3", "0", "1000"),
     ]
-    kinds = [m.type for m in car.lines() if m.type != "DRV"]
-    assert kinds == ["HLO", "STP", "EPS", "EPE", "STP"]  # the last STP: disconnect
+    # HLO may be retried on a loaded machine before INF comes back; the rest is exact
+    kinds = [m.type for m in car.lines() if m.type not in ("DRV", "HLO")]
+    assert car.lines()[0].type == "HLO"
+    assert kinds == ["STP", "EPS", "EPE", "STP"]  # the last STP: disconnect
     assert car.lines("EPS")[0].fields == ("7",)
 
 
