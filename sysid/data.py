@@ -1,0 +1,191 @@
+"""Logs -> validated episodes -> replay segments with their target signals.
+
+A *segment* is a whole episode started at rest, or a window of one started
+from a state estimate (``window`` > 0), so that a long episode's drift does not
+dominate the error. Targets are the compared signals on the logged sensor
+timestamps: yaw rate, wheel speed (centred difference of ``enc_rad``) and the
+two accelerations, all smoothed by the same short moving average that is
+applied to the simulated signals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from realsim.errors import UserError
+from realsim.logs import LogReader
+from sysid.robot_adapter import RobotAdapter
+
+SIGNALS = ("yaw_rate", "wheel_speed", "accel_x", "accel_y")
+SCALE_FLOOR = {"yaw_rate": 0.05, "wheel_speed": 1.0, "accel_x": 0.2, "accel_y": 0.2}
+SMOOTH = 5  # samples of the moving average (0.1 s at 50 Hz)
+BURN_IN = 0.3  # s: least lead-in of a window started from an estimate (left out of the error)
+LEAD = 1.0  # s: default lead-in simulated before a window's scored samples
+START_SPAN = 0.5  # s: a window's start is the steadiest sample this far before its lead-in
+
+
+@dataclass
+class LogEpisode:
+    """One usable episode. Shapes: cmd_t (N,), cmd_action (N, A), sensor_t (M,)."""
+
+    file: str
+    name: str
+    cmd_t: np.ndarray
+    cmd_action: np.ndarray
+    sensor_t: np.ndarray
+    sensors: dict[str, np.ndarray]
+    signals: dict[str, np.ndarray] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{Path(self.file).name}:{self.name}"
+
+    @property
+    def seconds(self) -> float:
+        return float(self.sensor_t[-1] - self.sensor_t[0])
+
+
+@dataclass
+class Segment:
+    """One replay unit: the episode, the replay input, which samples count."""
+
+    episode: LogEpisode
+    inp: Any
+    idx: np.ndarray  # (K,) sensor sample indices of the episode covered by the rollout
+    mask: np.ndarray  # (K,) bool, samples that enter the error
+
+
+def _smooth(x: np.ndarray) -> np.ndarray:
+    if len(x) < SMOOTH:
+        return x.astype(float)
+    k = np.ones(SMOOTH) / SMOOTH
+    pad = np.pad(x.astype(float), (SMOOTH // 2, SMOOTH // 2), mode="edge")
+    return np.convolve(pad, k, mode="valid")
+
+
+def signals_of(t: np.ndarray, out: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Compared signals from raw sensor fields. Shapes: t (M,) -> each (M,)."""
+    enc = np.asarray(out["enc_rad"], float)
+    n = len(t)
+    lo, hi = np.clip(np.arange(n) - 2, 0, n - 1), np.clip(np.arange(n) + 2, 0, n - 1)
+    dt = np.where(hi > lo, t[hi] - t[lo], 1.0)
+    ws = np.where(hi > lo, (enc[hi] - enc[lo]) / np.maximum(dt, 1e-6), 0.0)
+    acc = np.asarray(out["accel"], float).reshape(n, -1)
+    return {"yaw_rate": _smooth(np.asarray(out["yaw_rate"], float)), "wheel_speed": _smooth(ws),
+            "accel_x": _smooth(acc[:, 0]), "accel_y": _smooth(acc[:, 1])}
+
+
+def load_logs(paths: Sequence[str | Path], adapter: RobotAdapter) -> list[LogEpisode]:
+    """Every complete, non-discarded episode of every log, validated.
+
+    Raises a one-line UserError naming the file (and episode, dataset) for a log
+    of another robot, a log with no usable episode, or NaNs in a used stream.
+    """
+    out: list[LogEpisode] = []
+    for path in paths:
+        p = Path(path)
+        with LogReader(p) as r:
+            if r.robot != adapter.robot:
+                raise UserError(f"{p}: a log of {r.robot}, not {adapter.robot}")
+            n0 = len(out)
+            for ep in r.episodes(complete_only=True):
+                if ep.attrs.get("discarded", False):
+                    continue
+                out.append(_episode(p, ep, adapter))
+            if len(out) == n0:
+                raise UserError(f"{p}: no complete episode with commands and sensor samples")
+    return out
+
+
+def _episode(p: Path, ep: Any, adapter: RobotAdapter) -> LogEpisode:
+    where = f"{p}: episode {ep.name}"
+    if len(ep.command) == 0 or len(ep.sensors) < 2 * SMOOTH:
+        raise UserError(f"{where}: empty (commands {len(ep.command)}, sensor samples {len(ep.sensors)})")
+    for name in adapter.required_fields:
+        if name not in ep.sensors:
+            raise UserError(f"{where}: dataset sensors/{name} is missing")
+    streams = {"command/t": ep.command.t, "command/action": ep.command["action"],
+               "sensors/t": ep.sensors.t}
+    streams |= {f"sensors/{k}": ep.sensors[k] for k in adapter.required_fields}
+    for k, v in streams.items():
+        if not np.all(np.isfinite(np.asarray(v, float))):
+            raise UserError(f"{where}: dataset {k} holds NaN or inf")
+    sensors = {k: np.asarray(ep.sensors[k], float) for k in adapter.required_fields}
+    e = LogEpisode(str(p), ep.name, np.asarray(ep.command.t, float),
+                   np.asarray(ep.command["action"], float), np.asarray(ep.sensors.t, float),
+                   sensors, attrs=dict(ep.attrs))
+    e.signals = signals_of(e.sensor_t, sensors)
+    return e
+
+
+def split_holdout(episodes: list[LogEpisode], holdout: str | None) -> tuple[list[LogEpisode], list[LogEpisode]]:
+    """Deterministic split. ``holdout``: a fraction ("0.25": every 1/f-th episode,
+    the default) or comma-separated episode names (``ep_000003`` or ``file.h5:ep_000003``)."""
+    spec = "0.25" if holdout is None else holdout.strip()
+    try:
+        frac = float(spec)
+    except ValueError:
+        names = {s.strip() for s in spec.split(",") if s.strip()}
+        held = [e for e in episodes if e.name in names or e.key in names]
+        found = {e.name for e in held} | {e.key for e in held}
+        missing = sorted(names - found)
+        if missing:
+            raise UserError(f"--holdout: no episode {missing[0]!r} in the logs") from None
+    else:
+        if not 0 <= frac < 1:
+            raise UserError(f"--holdout: fraction {frac} must be in [0, 1)")
+        step = int(round(1 / frac)) if frac > 0 else 0
+        held = [e for i, e in enumerate(episodes) if step and i % step == step - 1]
+    train = [e for e in episodes if e not in held]
+    if not train:
+        raise UserError("--holdout leaves no episode to fit on")
+    return train, held
+
+
+def _quiet_start(e: LogEpisode, t_latest: float, span: float = START_SPAN) -> int:
+    """Sample in [t_latest - span, t_latest] where the car is steadiest (least |accel|):
+    there the state estimate (no lateral slip, wheels rolling) is closest to the truth."""
+    t = e.sensor_t
+    lo, hi = np.searchsorted(t, t_latest - span), np.searchsorted(t, t_latest, side="right")
+    if hi <= lo:
+        return int(max(1, min(lo, len(t) - 1)))
+    a = np.abs(e.signals["accel_x"][lo:hi]) + np.abs(e.signals["accel_y"][lo:hi])
+    return int(max(1, lo + int(np.argmin(a))))
+
+
+def make_segments(episodes: Sequence[LogEpisode], adapter: RobotAdapter,
+                  window: float = 0.0, lead: float = LEAD) -> list[Segment]:
+    """Whole episodes from rest (``window`` <= 0) or windows of ``window`` s.
+
+    A window scoring samples [t_k, t_k + window) starts simulating ``lead`` s earlier
+    (at t_k - lead, from the state estimate there), so the estimate's errors (lateral
+    velocity, wheel slip, servo lag) have decayed before the samples that count; the
+    first window of an episode starts at rest at the episode start instead.
+    """
+    segs: list[Segment] = []
+    for e in episodes:
+        t = e.sensor_t
+        starts = [0] if window <= 0 else list(np.searchsorted(t, np.arange(t[0], t[-1] - window / 2, window)))
+        for k, i0 in enumerate(starts):
+            i1 = starts[k + 1] if k + 1 < len(starts) else len(t)
+            s0 = 0 if i0 == 0 else _quiet_start(e, t[i0] - max(lead, BURN_IN))
+            idx = np.arange(s0, i1)
+            init = adapter.estimate_init(e.signals, s0) if s0 > 0 else None
+            t0 = float(t[s0]) if s0 > 0 else 0.0
+            sens = {f: v[idx] for f, v in e.sensors.items()}
+            inp = adapter.make_input(e.cmd_t, e.cmd_action, t[idx], sens, t0, init)
+            mask = idx >= i0
+            segs.append(Segment(e, inp, idx, mask))
+    return segs
+
+
+def signal_scales(episodes: Sequence[LogEpisode]) -> dict[str, float]:
+    """Per-signal std over the (training) episodes, floored so a still log stays finite."""
+    return {s: max(float(np.std(np.concatenate([e.signals[s] for e in episodes]))), SCALE_FLOOR[s])
+            for s in SIGNALS}

@@ -1,0 +1,186 @@
+"""`realsim fit`: logs in, DIR/params.yaml (values, 95 % intervals, identifiability) out.
+
+Pipeline: load and validate logs -> deterministic held-out split -> global
+Optuna search (CMA-ES or TPE) on the training episodes, candidates evaluated
+in batched rollouts -> local least squares (``mujoco.sysid.optimize``) ->
+Jacobian intervals (``mujoco.sysid.calculate_intervals``); parameters the logs
+do not determine keep their prior value and are flagged -> held-out RMSE of
+nominal vs fitted -> params.yaml and report.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from realsim.errors import UserError
+from sysid import refine as rf
+from sysid import search as sr
+from sysid.data import LogEpisode, load_logs, make_segments, signal_scales, split_holdout
+from sysid.objective import Objective, rmse
+from sysid.robot_adapter import RobotAdapter, get_adapter
+
+
+@dataclass
+class FitConfig:
+    """What `realsim fit` was asked to do (cli.md options plus sysid's own)."""
+
+    robot: str
+    logs: Sequence[str]
+    out: str
+    trials: int = 64
+    storage: str | None = None
+    sampler: str = "cmaes"
+    holdout: str | None = None
+    seed: int = 0
+    jobs: int = 2
+    batch: int = 16
+    window: float = 2.5  # s; 0 = whole episodes from rest
+    search_seconds: float = 20.0  # seconds of training data the global search replays per candidate
+    refine_seconds: float = 60.0  # seconds of training data the least squares and intervals use
+    refine_iters: int = 10
+    init: str | None = None
+    free: Sequence[str] | None = None
+
+
+@dataclass
+class FitResult:
+    """Everything params.yaml and the report are written from."""
+
+    adapter: RobotAdapter
+    names: list[str]
+    prior: dict[str, float]
+    fitted: dict[str, float]
+    half: dict[str, float]  # 95 % half-width (physical units; inf when unidentifiable)
+    identifiable: dict[str, bool]
+    train: list[LogEpisode]
+    held: list[LogEpisode]
+    rmse: dict[str, dict[str, dict[str, float]]]  # split -> nominal|fitted -> signal -> value
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _subset(segs: list, seconds: float) -> list:
+    """Evenly spread segments totalling about ``seconds`` of data (all if <= 0)."""
+    if seconds <= 0:
+        return segs
+    dur = [float(s.inp.sensor_t[-1] - s.inp.sensor_t[0]) for s in segs]
+    if sum(dur) <= seconds:
+        return segs
+    k = max(1, int(round(len(segs) * seconds / sum(dur))))
+    return [segs[i] for i in np.linspace(0, len(segs) - 1, k).round().astype(int)]
+
+
+def run_fit(cfg: FitConfig, log: Callable[[str], None] = print) -> FitResult:
+    """Fit, write DIR/params.yaml and DIR/report.md; return the result."""
+    t_start = time.perf_counter()
+    ad = get_adapter(cfg.robot)
+    if cfg.trials < 0 or cfg.jobs < 1 or cfg.batch < 1:
+        raise UserError("fit: --trials must be >= 0, --jobs and --batch >= 1")
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    prior = {**ad.nominal, **(ad.load_params(cfg.init) if cfg.init else {})}
+    names = list(cfg.free) if cfg.free else ad.names
+    for n in names:
+        if n not in ad.nominal:
+            raise UserError(f"fit: unknown parameter {n!r} (known: {', '.join(ad.names)})")
+    episodes = load_logs(cfg.logs, ad)
+    train, held = split_holdout(episodes, cfg.holdout)
+    log(f"{len(train)} training, {len(held)} held-out episodes ({sum(e.seconds for e in train):.0f} s to fit)")
+    scales = signal_scales(train)
+    segs = make_segments(train, ad, cfg.window)
+    fixed = {k: v for k, v in prior.items() if k not in names}
+    full = Objective(ad, _subset(segs, cfg.refine_seconds), scales, names, fixed, cfg.jobs)
+    quick = Objective(ad, _subset(segs, cfg.search_seconds), scales, names, fixed, cfg.jobs)
+    u0 = np.clip(full.to_u(prior), 0, 1)
+
+    # ---- global search (resumable Optuna study)
+    key = hashlib.sha1(repr((cfg.robot, sorted(e.key for e in train), names, cfg.window,
+                             cfg.search_seconds, prior)).encode()).hexdigest()[:10]
+    storage = cfg.storage or f"sqlite:///{(out / 'study.db').resolve()}"
+    sampler = sr.make_sampler(cfg.sampler, cfg.seed, dict(zip(names, u0, strict=True)), cfg.batch)
+    study = sr.open_study(storage, f"fit-{cfg.robot}-{key}", sampler)
+    if not study.trials:
+        study.enqueue_trial(dict(zip(names, u0, strict=True)))
+    t0 = time.perf_counter()
+    sr.run_search(study, names, quick.losses, cfg.trials, cfg.batch, log)
+    t_search = time.perf_counter() - t0
+    found = sr.best_u(study, names)
+    u_best = found[0] if found else u0
+
+    # ---- local refinement (batched LM), intervals, identifiability
+    t0 = time.perf_counter()
+    u, r, J = rf.lm(full, u_best, cfg.refine_iters, log=log)
+    iv = rf.intervals(full, u, r, J)
+    fitted = full.to_params(u)
+    half = {n: float(iv.half_u[i] * (full.hi[i] - full.lo[i])) for i, n in enumerate(names)}
+    ident = {n: bool(ok) for n, ok in zip(names, iv.identifiable, strict=True)}
+    log(f"refined: {', '.join(f'{n}={fitted[n]:.4g}' for n in names)}; variance inflation "
+        f"{iv.inflation:.1f}")
+    if not iv.identifiable.all():  # keep the prior for what the logs cannot tell; refit the rest
+        keep = [n for n in names if ident[n]]
+        log(f"unidentifiable from these logs: {', '.join(n for n in names if n not in keep)}")
+        fixed2 = {**fixed, **{n: prior[n] for n in names if n not in keep}}
+        fitted = {**fitted, **fixed2}
+        half = {n: (half[n] if n in keep else float("inf")) for n in names}
+        if keep:
+            sub = Objective(ad, full.segments, scales, keep, fixed2, cfg.jobs)
+            u2, r2, J2 = rf.lm(sub, sub.to_u(fitted), max(3, cfg.refine_iters // 2), log=log)
+            iv2 = rf.intervals(sub, u2, r2, J2)
+            fitted = sub.to_params(u2)
+            for i, n in enumerate(keep):  # the refit's intervals; flags stay from the full fit
+                half[n] = float(iv2.half_u[i] * (sub.hi[i] - sub.lo[i]))
+            full.n_evals += sub.n_evals
+    t_refine = time.perf_counter() - t0
+
+    # ---- open-loop RMSE of whole episodes, nominal vs fitted
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for split, eps in (("train", train), ("heldout", held)):
+        if eps:
+            (nom, fit), _ = rmse(ad, make_segments(eps, ad, 0.0), [ad.nominal, fitted], cfg.jobs)
+            table[split] = {"nominal": nom, "fitted": fit}
+    meta = {"trials": len(sr.completed(study)), "sampler": cfg.sampler, "seed": cfg.seed,
+            "storage": storage, "study": study.study_name, "backend": ad.backend,
+            "evaluations": full.n_evals + quick.n_evals,
+            "wall_s": {"search": round(t_search, 2), "refine": round(t_refine, 2),
+                       "total": round(time.perf_counter() - t_start, 2)},
+            "search_seconds_of_data": round(sum(float(s.inp.sensor_t[-1] - s.inp.sensor_t[0])
+                                                for s in quick.segments), 1),
+            "signal_scales": {k: round(v, 5) for k, v in scales.items()}}
+    res = FitResult(ad, names, prior, fitted, half, ident, train, held, table, meta)
+    write_params(res, out / "params.yaml", cfg)
+    from sysid.report import write_report
+
+    write_report(res, out, cfg.jobs)
+    return res
+
+
+def write_params(res: FitResult, path: Path, cfg: FitConfig) -> None:
+    """params.yaml: readable by the robot's parameter loader (e.g. CarParams.from_yaml)."""
+    params: dict[str, Any] = {}
+    for p in res.adapter.parameters:
+        v = float(res.fitted.get(p.name, res.prior[p.name]))
+        entry: dict[str, Any] = {"value": v}
+        if p.name in res.names:
+            h = res.half[p.name]
+            ok = res.identifiable[p.name]
+            entry["ci95"] = [v - h, v + h] if ok else [float(p.low), float(p.high)]
+            entry["identifiable"] = bool(ok)
+        else:
+            entry["fitted"] = False
+        entry.update(nominal=float(p.nominal), range=[float(p.low), float(p.high)], unit=p.unit)
+        params[p.name] = entry
+    logs = {}
+    for e in res.train + res.held:
+        d = logs.setdefault(str(e.file), {"train": [], "heldout": []})
+        d["heldout" if e in res.held else "train"].append(e.name)
+    doc = {"robot": res.adapter.robot, "params": params,
+           "fit": {**res.meta, "rmse": res.rmse, "logs": logs, "holdout": cfg.holdout or "0.25",
+                   "window_s": cfg.window}}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))

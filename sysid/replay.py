@@ -1,0 +1,75 @@
+"""`realsim replay`: each episode's recorded commands, open loop, in the simulator.
+
+Commands act at their recorded times (through the latency model), the car
+starts at rest at the origin, and the simulated sensors are written on the
+log's own sensor timestamps (``enc_rad`` continuing from the first logged
+value; ``vbat``, ``ack`` and ``flags`` copied from the log: they are not
+simulated). Output: the log format, source="sim", same episode names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from realsim.errors import UserError
+from realsim.logs import LogReader, LogWriter
+from sysid.data import load_logs, make_segments
+from sysid.robot_adapter import get_adapter
+
+
+def load_residual(path: str) -> object:
+    """Hook for issue 4: a learned residual model from ``dynamics``, if it exists."""
+    try:
+        from dynamics import load_residual as loader  # type: ignore[attr-defined]
+    except ImportError:
+        raise UserError(f"--residual {path}: residual models arrive with issue 4") from None
+    return loader(path)
+
+
+def replay_log(robot: str, log: str, out: str, params: str | None = None,
+               residual: str | None = None, nthread: int = 2) -> Path:
+    """Replay every complete episode of ``log`` into ``out``. Returns ``out``."""
+    ad = get_adapter(robot)
+    values = {**ad.nominal, **(ad.load_params(params) if params else {})}
+    if residual is not None:
+        load_residual(residual)
+        raise UserError(f"--residual {residual}: replay through a residual model is not wired yet")
+    episodes = load_logs([log], ad)
+    segs = make_segments(episodes, ad, 0.0)
+    sims = ad.replay_batch([values], [s.inp for s in segs], nthread)[0]
+    dst = Path(out)
+    if dst.exists() and dst.resolve() == Path(log).resolve():
+        raise UserError(f"{out}: would overwrite the input log")
+    if dst.exists():
+        dst.unlink()
+    with LogReader(log) as r, LogWriter(dst, robot=robot, source="sim",
+                                        attrs={"replay_of": str(log), "params": str(params or "nominal")}) as w:
+        for e, sim in zip(episodes, sims, strict=True):
+            src = r.episode(e.name)
+            ep = w.begin_episode(driver=f"replay:{src.driver}",
+                                 seed=src.seed, attrs={"replay_of": e.name})
+            ep.add_commands(src.command.t, src.command["seq"], src.command["action"])
+            m = len(src.sensors)
+            extra = {k: src.sensors[k] for k in ("ack", "flags") if k in src.sensors}
+            ep.add_sensor_block(src.sensors.t, np.full(m, np.nan), enc_rad=sim["enc_rad"],
+                                yaw_rate=sim["yaw_rate"], accel=sim["accel"], vbat=sim["vbat"], **extra)
+            ep.close()
+    _rename_check(dst, [e.name for e in episodes])
+    return dst
+
+
+def _rename_check(path: Path, names: list[str]) -> None:
+    """The writer numbers episodes from 0; rename to the source names if they differ."""
+    import h5py
+
+    with h5py.File(path, "a") as f:
+        g = f["episodes"]
+        have = sorted(g)
+        if have == names:
+            return
+        for i, old in enumerate(have):
+            g.move(old, f"__tmp{i}")
+        for i, new in enumerate(names):
+            g.move(f"__tmp{i}", new)

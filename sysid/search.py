@@ -1,0 +1,94 @@
+"""Global search: an Optuna study over the normalised parameter box.
+
+Candidates are asked in groups of ``batch`` and evaluated together in one
+batched rollout, then told. The study lives in any Optuna storage (sqlite in
+the fit directory by default), so a killed fit resumes where it stopped and
+several processes or machines can work on one study: each counts every
+completed trial of the study towards ``n_trials``. Trials a killed process left
+RUNNING stay so; they never count and the samplers ignore them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import optuna
+
+from realsim.errors import UserError
+
+SAMPLERS = ("cmaes", "tpe")
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def make_sampler(name: str, seed: int, x0: Mapping[str, float], popsize: int) -> optuna.samplers.BaseSampler:
+    """CMA-ES started at ``x0`` (normalised) or TPE (also CMA-ES's stand-in without ``cmaes``)."""
+    if name == "cmaes" and importlib.util.find_spec("cmaes") is None:
+        print("sysid: the 'cmaes' package is not installed; searching with TPE", file=sys.stderr)
+        name = "tpe"
+    if name == "cmaes":
+        return optuna.samplers.CmaEsSampler(x0=dict(x0), sigma0=0.2, seed=seed, n_startup_trials=0,
+                                            popsize=popsize, warn_independent_sampling=False)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(16, popsize * 2),
+                                          multivariate=True)
+    raise UserError(f"--sampler {name!r}: expected one of {', '.join(SAMPLERS)}")
+
+
+def _sqlite_fast(dbapi_conn: object, _record: object) -> None:
+    """WAL + synchronous=NORMAL: a killed process loses nothing committed, and a commit
+    costs no fsync (only an OS crash could lose the last trials)."""
+    if type(dbapi_conn).__module__.startswith("sqlite3"):
+        cur = dbapi_conn.cursor()  # type: ignore[attr-defined]
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+
+def open_study(storage: str, name: str, sampler: optuna.samplers.BaseSampler) -> optuna.Study:
+    """Create or resume the study; one-line UserError for an unusable storage URL."""
+    try:
+        if storage.startswith("sqlite:"):
+            import sqlalchemy
+
+            if not sqlalchemy.event.contains(sqlalchemy.engine.Engine, "connect", _sqlite_fast):
+                sqlalchemy.event.listen(sqlalchemy.engine.Engine, "connect", _sqlite_fast)
+        return optuna.create_study(storage=storage, study_name=name, sampler=sampler,
+                                   direction="minimize", load_if_exists=True)
+    except Exception as e:  # noqa: BLE001 - Optuna/SQLAlchemy raise many kinds
+        msg = " ".join(str(e).split())[:200]
+        raise UserError(f"--storage {storage}: cannot open the study ({msg})") from None
+
+
+def completed(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+
+
+def run_search(study: optuna.Study, names: Sequence[str], evaluate: Callable[[np.ndarray], np.ndarray],
+               n_trials: int, batch: int, log: Callable[[str], None] = lambda s: None) -> None:
+    """Ask/evaluate/tell in groups until the study holds ``n_trials`` completed trials.
+
+    ``evaluate``: U (k, n) in [0, 1] -> losses (k,).
+    """
+    dists = {n: optuna.distributions.FloatDistribution(0.0, 1.0) for n in names}
+    while (done := len(completed(study))) < n_trials:
+        k = min(batch, n_trials - done)
+        trials = [study.ask(dists) for _ in range(k)]
+        U = np.array([[t.params[n] for n in names] for t in trials])
+        losses = evaluate(U)
+        for t, v in zip(trials, losses, strict=True):
+            study.tell(t, float(v))
+        log(f"trials {done + k}/{n_trials}: best {study.best_value:.4g}")
+
+
+def best_u(study: optuna.Study, names: Sequence[str]) -> tuple[np.ndarray, float] | None:
+    """Normalised vector and loss of the best completed trial with exactly these names."""
+    best = None
+    for t in completed(study):
+        if set(t.params) == set(names) and t.value is not None and (best is None or t.value < best.value):
+            best = t
+    if best is None:
+        return None
+    return np.array([best.params[n] for n in names]), float(best.value)
