@@ -1,0 +1,204 @@
+"""Pixel-footprint check: is the orange cone big enough in the student's input image?
+
+Over the randomized start distribution (cone layout from `task.sample_scene`, camera
+pitch, roll, field of view, lens position and barrel distortion from `Randomization`),
+render a segmentation image of the front camera at 320x240 through the same lens model
+as `scene.CameraPipeline`, downsample the cone's mask to the input width (area
+averaging, height = width * 3 / 4) and count the input pixels at least half covered by
+the cone. At the episode start the cone is at its farthest (1 to 3 m), so this is the
+worst case a policy must resolve.
+
+`check_footprint(width, floor_px)` -> `FootprintReport` (min / p5 / median / fraction
+below the floor, `warn` when the 5th percentile is below the floor);
+`footprint_table(widths)` shares one set of renders between widths.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import cv2  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+from realsim.randomization import Randomization  # noqa: E402
+from realsim.robots.rc_car import constants as C  # noqa: E402
+from realsim.robots.rc_car import task  # noqa: E402
+from realsim.robots.rc_car.scene import (  # noqa: E402
+    CAMERA_POS,
+    CONE_GEOMS,
+    build_scene_spec,
+    camera_axes,
+    distortion_maps,
+    render_fovy_deg,
+)
+
+DEFAULT_FLOOR_PX = 20
+"""Least cone area (input pixels) we consider recognisable for a small CNN."""
+
+
+@dataclass(frozen=True)
+class FootprintReport:
+    """Cone footprint statistics at one input width (pixels at least half cone).
+
+    counts: Shape: (n,) per sampled start. `warn` when the 5th percentile is below
+    `floor_px` (more than 5 % of starts show the cone smaller than the floor).
+    """
+
+    width: int
+    height: int
+    floor_px: float
+    counts: np.ndarray
+
+    @property
+    def min(self) -> float:
+        return float(np.min(self.counts))
+
+    @property
+    def p5(self) -> float:
+        return float(np.percentile(self.counts, 5))
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.counts))
+
+    @property
+    def frac_below(self) -> float:
+        """Fraction of starts with fewer than floor_px cone pixels."""
+        return float(np.mean(self.counts < self.floor_px))
+
+    @property
+    def warn(self) -> bool:
+        return self.p5 < self.floor_px
+
+    @staticmethod
+    def header() -> str:
+        """Markdown table header matching `row()`."""
+        return (
+            "| input (px) | min | p5 | median | below floor | verdict |\n|---|---|---|---|---|---|"
+        )
+
+    def row(self) -> str:
+        """One Markdown table row."""
+        verdict = f"WARN (< {self.floor_px:g} px)" if self.warn else "ok"
+        return (
+            f"| {self.width}x{self.height} | {self.min:.0f} | {self.p5:.1f} | "
+            f"{self.median:.0f} | {100 * self.frac_below:.1f} % | {verdict} |"
+        )
+
+    def __str__(self) -> str:
+        return f"{self.header()}\n{self.row()}"
+
+
+def _quat_from_xyaxes(xy: np.ndarray) -> np.ndarray:
+    x, y = xy[:3], xy[3:]
+    z = np.cross(x, y)
+    mat = np.stack([x, y, z], axis=1).reshape(-1)
+    q = np.zeros(4)
+    mujoco.mju_mat2Quat(q, mat)
+    return q
+
+
+def cone_masks(
+    n: int = 200,
+    seed: int = 0,
+    randomization: Randomization | None = None,
+    size: tuple[int, int] = (C.CAMERA_HEIGHT, C.CAMERA_WIDTH),
+    cone_xy: Sequence[tuple[float, float]] | None = None,
+) -> np.ndarray:
+    """Cone masks at the episode start: float32 Shape: (n, H, W) in {0, 1}, through the
+    randomized lens. `cone_xy` fixes the cone positions (default: task.sample_scene)."""
+    rand = randomization or Randomization()
+    rng = np.random.default_rng(seed)
+    base = Randomization.none().sample(np.random.default_rng(0))
+    spec = build_scene_spec(base, task.Scene(cone_xy=(2.0, 0.0)))
+    model = spec.compile()
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    h, w = size
+    cam = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, C.FRONT_CAMERA)
+    body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "cone")
+    geoms = {mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in CONE_GEOMS}
+    out = np.zeros((n, h, w), dtype=np.float32)
+    with mujoco.Renderer(model, h, w) as r:
+        r.enable_segmentation_rendering()
+        for i in range(n):
+            xy = (
+                cone_xy[i % len(cone_xy)] if cone_xy is not None else task.sample_scene(rng).cone_xy
+            )
+            d = rand.sample(rng)
+            model.body_pos[body, :2] = xy
+            model.cam_pos[cam] = CAMERA_POS + np.asarray(d.camera_offset)
+            model.cam_quat[cam] = _quat_from_xyaxes(
+                camera_axes(d.camera_pitch_deg, d.camera_roll_deg)
+            )
+            model.cam_fovy[cam] = render_fovy_deg(d.camera_hfov_deg, d.distortion)
+            mujoco.mj_forward(model, data)
+            r.update_scene(data, camera=cam)
+            seg = r.render()
+            mask = np.isin(seg[..., 0], list(geoms)) & (seg[..., 1] == mujoco.mjtObj.mjOBJ_GEOM)
+            mx, my = distortion_maps(w, h, d.camera_hfov_deg, d.distortion)
+            out[i] = cv2.remap(mask.astype(np.float32), mx, my, cv2.INTER_NEAREST)
+    return out
+
+
+def count_pixels(masks: np.ndarray, width: int) -> np.ndarray:
+    """Input pixels at least half covered by the cone after area downsampling to
+    `width` x width*3/4. masks: Shape: (n, H, W). Returns Shape: (n,)."""
+    height = int(round(width * 3 / 4))
+    return np.array(
+        [
+            int(
+                np.count_nonzero(
+                    cv2.resize(m, (width, height), interpolation=cv2.INTER_AREA) >= 0.5
+                )
+            )
+            for m in masks
+        ]
+    )
+
+
+def footprint_table(
+    widths: Sequence[int] = (64, 96, 128, 160),
+    floor_px: float = DEFAULT_FLOOR_PX,
+    n: int = 200,
+    seed: int = 0,
+    randomization: Randomization | None = None,
+    cone_xy: Sequence[tuple[float, float]] | None = None,
+) -> list[FootprintReport]:
+    """One `FootprintReport` per input width from one set of `n` randomized starts."""
+    masks = cone_masks(n, seed, randomization, cone_xy=cone_xy)
+    return [
+        FootprintReport(int(w), int(round(w * 3 / 4)), float(floor_px), count_pixels(masks, w))
+        for w in widths
+    ]
+
+
+def check_footprint(
+    width: int,
+    floor_px: float = DEFAULT_FLOOR_PX,
+    n: int = 200,
+    seed: int = 0,
+    randomization: Randomization | None = None,
+    cone_xy: Sequence[tuple[float, float]] | None = None,
+) -> FootprintReport:
+    """Footprint at input `width`; emits a UserWarning when `report.warn`."""
+    rep = footprint_table([width], floor_px, n, seed, randomization, cone_xy)[0]
+    if rep.warn:
+        warnings.warn(
+            f"cone footprint at {rep.width}x{rep.height}: 5th percentile {rep.p5:.1f} px "
+            f"< floor {floor_px:g} px ({100 * rep.frac_below:.0f} % of starts below)",
+            stacklevel=2,
+        )
+    return rep
+
+
+def cone_distance_range() -> tuple[float, float]:
+    """(nearest, farthest) start distance of the cone (m), for reports."""
+    return task.START_RANGE[0], task.START_RANGE[1] if math.isfinite(task.START_RANGE[1]) else 0.0
