@@ -348,15 +348,25 @@ class LogWriter:
             return [n for n in self.episode_names() if bool(eps[n].attrs.get("complete", False))]
 
     def begin_episode(self, driver: str = "", seed: int | None = -1,
-                      attrs: Mapping[str, Any] | None = None) -> EpisodeWriter:
-        """Start the next episode ``ep_%06d`` (attrs complete=False, success=-1, score=NaN)."""
+                      attrs: Mapping[str, Any] | None = None,
+                      name: str | None = None) -> EpisodeWriter:
+        """Start the next episode ``ep_%06d`` (attrs complete=False, success=-1, score=NaN).
+
+        ``name`` picks an explicit unused ``ep_...`` name instead (e.g. a replay
+        that keeps its source's episode names).
+        """
         with self._io:
             self._check_open()
-            idx = 0
-            for n in self.episode_names():
-                with contextlib.suppress(ValueError):
-                    idx = max(idx, int(n[len(EPISODE_PREFIX):]) + 1)
-            name = episode_name(idx)
+            names = self.episode_names()
+            if name is not None:
+                if not name.startswith(EPISODE_PREFIX) or "/" in name or name in names:
+                    raise ValueError(f"{self.path}: episode name {name!r} is taken or not ep_...")
+            else:
+                idx = 0
+                for n in names:
+                    with contextlib.suppress(ValueError):
+                        idx = max(idx, int(n[len(EPISODE_PREFIX):]) + 1)
+                name = episode_name(idx)
             g = self._f["episodes"].create_group(name)
             g.attrs["complete"] = False
             g.attrs["start_unix"] = time.time()

@@ -171,6 +171,15 @@ def test_append_keeps_earlier_episodes_identical(tmp_path: Path) -> None:
         assert len(r) == 3 and r.attrs["firmware"] == "fw1"  # root attrs never rewritten
 
 
+def test_explicit_episode_name(tmp_path: Path) -> None:
+    p = tmp_path / "n.h5"
+    with LogWriter(p, robot="rc_car", source="sim") as w:
+        assert w.begin_episode(name="ep_000007").name == "ep_000007"
+        assert w.begin_episode().name == "ep_000008"
+        with pytest.raises(ValueError):
+            w.begin_episode(name="ep_000007")
+
+
 def test_append_wrong_robot_or_source(tmp_path: Path) -> None:
     p = tmp_path / "a.h5"
     _write_car(p, n_eps=1)
