@@ -135,7 +135,8 @@ def test_kill9_record_then_resume(emulated_car, tmp_path: Path) -> None:
         with LogReader(out) as r:  # always readable
             eps = list(r.episodes())
             for ep in eps:
-                assert len(ep.sensors.t) == len(ep.sensors["yaw_rate"])
+                if "yaw_rate" in ep.sensors.fields:  # killed before the first sample: empty
+                    assert len(ep.sensors.t) == len(ep.sensors["yaw_rate"])
                 if ep.complete:
                     assert ep.duration > 1.0 and len(ep.command.t) > 50, (k, ep.name)
     with LogReader(out) as r:
