@@ -40,7 +40,7 @@ def main() -> None:
                 LogWriter(out, robot="rc_car", source="real") as w:
             rec = CarRecorder(car, {"front": cam}, w, rate_hz=a.rate, progress=lambda m: None)
             rec.run(source, episodes=1, seconds=a.seconds)
-            lat = np.asarray(car.ack_latencies) * 1e3
+            lat = np.asarray(car.ack_latencies()) * 1e3
             periods = np.asarray(rec.stats.periods) * 1e3
             dropped = car.dropped
         with LogReader(out) as r:
@@ -55,7 +55,7 @@ def main() -> None:
           f"(n={len(lat)}; target median <= 5 ms)")
     print(f"loop period: mean {periods.mean():.3f} ms, jitter median {np.median(jit):.3f} ms, "
           f"p99 {np.percentile(jit, 99):.3f} ms, max {jit.max():.2f} ms (target p99 <= 5 ms)")
-    print(f"dropped lines: host {dropped}, device {sum(stats['totals'].get('lines_dropped', {}).values()) if isinstance(stats['totals'].get('lines_dropped'), dict) else stats['totals'].get('lines_dropped')} (target 0)")
+    print(f"dropped lines: host {dropped}, device {stats['lines_dropped_total']} (target 0)")
     print(f"camera: {fps:.1f} frames/s recorded")
 
 

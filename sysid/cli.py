@@ -32,7 +32,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="seconds of training data each search candidate replays (0: all)")
     p.add_argument("--refine-seconds", type=float, default=60.0,
                    help="seconds of training data the least squares and the intervals use (0: all)")
-    p.add_argument("--refine-iters", type=int, default=10)
+    p.add_argument("--refine-iters", type=int, default=15)
     p.add_argument("--init", help="start from (and keep unidentifiable values of) this params.yaml")
     p.add_argument("--free", help="comma-separated subset of parameters to fit (default: all)")
     return p
@@ -59,7 +59,7 @@ def cmd_fit(a: argparse.Namespace) -> int:
                     seed=getattr(a, "seed", 0), jobs=getattr(a, "jobs", 2), batch=getattr(a, "batch", 16),
                     window=getattr(a, "window", 2.5), search_seconds=getattr(a, "search_seconds", 20.0),
                     refine_seconds=getattr(a, "refine_seconds", 60.0),
-                    refine_iters=getattr(a, "refine_iters", 10), init=getattr(a, "init", None), free=free)
+                    refine_iters=getattr(a, "refine_iters", 15), init=getattr(a, "init", None), free=free)
     res = run_fit(cfg, log=lambda s: print(s, file=sys.stderr, flush=True))
     for split, d in res.rmse.items():
         print(f"{split}: " + ", ".join(f"{s} {d['nominal'][s]:.3g} -> {d['fitted'][s]:.3g}"

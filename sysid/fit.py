@@ -45,7 +45,7 @@ class FitConfig:
     window: float = 2.5  # s; 0 = whole episodes from rest
     search_seconds: float = 20.0  # seconds of training data the global search replays per candidate
     refine_seconds: float = 60.0  # seconds of training data the least squares and intervals use
-    refine_iters: int = 10
+    refine_iters: int = 15
     init: str | None = None
     free: Sequence[str] | None = None
 

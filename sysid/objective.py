@@ -4,8 +4,8 @@ Free parameters live in a normalised box: ``u`` in [0, 1]^n maps linearly onto
 each parameter's [low, high]. One call to :meth:`Objective.residuals` replays
 every candidate on every segment in ONE batched ``mujoco.rollout`` (through the
 robot adapter), which is what makes candidates cheap to evaluate in groups.
-Residual = (sim - real) / scale per signal and sample, divided by sqrt(count),
-so the objective (sum of squares) is the mean squared normalised error.
+Residual = weight * (sim - real) / scale per signal and sample, divided by
+sqrt(count), so the objective (sum of squares) is the mean squared weighted error.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sysid.data import SIGNALS, Segment, signals_of
+from sysid.data import SIGNALS, WEIGHT, Segment, signals_of
 from sysid.robot_adapter import RobotAdapter
 
 BAD_LOSS = 1e6  # a candidate whose simulation blew up
@@ -25,7 +25,8 @@ class Objective:
 
     def __init__(self, adapter: RobotAdapter, segments: Sequence[Segment], scales: Mapping[str, float],
                  free: Sequence[str], fixed: Mapping[str, float], nthread: int = 2) -> None:
-        self.adapter, self.segments, self.scales = adapter, list(segments), dict(scales)
+        self.adapter, self.segments = adapter, list(segments)
+        self.scales = {s: scales[s] / WEIGHT[s] for s in SIGNALS}  # weighted: residual = d / scale
         self.free, self.fixed, self.nthread = list(free), dict(fixed), nthread
         self.lo = np.array([adapter.spec(n).low for n in self.free], float)
         self.hi = np.array([adapter.spec(n).high for n in self.free], float)

@@ -3,7 +3,7 @@
 The LM loop is ours because its cost is all Jacobians: every iteration simulates the
 P finite-difference perturbations in ONE batched rollout (``Objective.residuals`` on a
 (P, n) block; offset parameters such as sensor biases get their exact column without
-simulating), then tries three damping values, again as one batch. A serial
+simulating), then tries four damping values, again as one batch. A serial
 optimiser (``mujoco.sysid.optimize``) spent one rollout per candidate.
 
 Intervals: ``mujoco.sysid.calculate_intervals`` (Gauss-Newton covariance, white
@@ -25,11 +25,11 @@ from mujoco import sysid
 
 from sysid.objective import Objective
 
-FD_STEP = 2e-3  # finite-difference step in the normalised box (simulations are not smooth at 1e-8)
+FD_STEP = 5e-3  # finite-difference step in the normalised box (simulations are not smooth at 1e-8)
 MAX_REL_RANGE = 0.1  # identifiable: 95 % half-width <= this share of the parameter's range ...
 MAX_REL_VALUE = 0.2  # ... and <= this share of |value| (half-range for zero-centred ones)
 MAX_LAG = 50  # samples of autocorrelation summed at most (1 s at 50 Hz)
-LAMBDAS = (0.1, 1.0, 10.0)  # damping multipliers tried together each iteration
+LAMBDAS = (0.0, 0.1, 1.0, 10.0)  # damping multipliers tried together (0: Gauss-Newton)
 
 
 @dataclass
@@ -88,10 +88,7 @@ def lm(obj: Objective, u0: np.ndarray, max_iters: int = 10, ftol: float = 1e-4,
         cands = []
         for m in LAMBDAS:
             step = np.zeros_like(u)
-            try:
-                step[free] = -np.linalg.solve(Hf + lam * m * np.diag(d), gf)
-            except np.linalg.LinAlgError:
-                step[free] = -gf / (lam * m * d)
+            step[free] = -np.linalg.lstsq(Hf + lam * m * np.diag(d), gf, rcond=1e-12)[0]
             cands.append(np.clip(u + step, 0.0, 1.0))
         Rc = obj.residuals(np.array(cands))
         costs = np.sum(Rc * Rc, axis=1)
@@ -105,7 +102,7 @@ def lm(obj: Objective, u0: np.ndarray, max_iters: int = 10, ftol: float = 1e-4,
         gain = (cost - costs[k]) / max(cost, 1e-30)
         moved = float(np.max(np.abs(cands[k] - u)))
         u, r, cost = cands[k], Rc[k], float(costs[k])
-        lam = max(lam * LAMBDAS[k], 1e-9)
+        lam = min(max(lam * LAMBDAS[k], 1e-6), 1e8)
         log(f"lm {it}: cost {cost:.5g} (-{100 * gain:.2f} %), max |du| {moved:.2g}")
         J = jacobian(obj, u, r)
         if gain < ftol or moved < 1e-4:

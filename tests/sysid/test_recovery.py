@@ -1,8 +1,10 @@
 """Synthetic recovery, the canary, and a standing-still log.
 
 Logs are simulated with known off-nominal parameters plus sensor noise. The
-fast tests fit the drivetrain, steering map, latency and gyro bias (the
-others are at their true = nominal values); the slow one fits all of them.
+recovery and canary tests fit the drivetrain, steering map, latency and gyro
+bias (the others are at their true = nominal values) and take a minute or two
+each on 2 cores, so they are marked slow (``pytest -m slow tests/sysid``); the
+standstill test is fast.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def _tol(adapter, name: str, true: float) -> float:
 
 
 def _fit(tmp: Path, logs: list[Path], free: list[str] | None, trials: int = 32, **kw):
-    kw = {"search_seconds": 12, "refine_seconds": 30, "refine_iters": 6, **kw}
+    kw = {"search_seconds": 12, "refine_seconds": 30, "refine_iters": 20, **kw}
     cfg = FitConfig("rc_car", [str(x) for x in logs], str(tmp), trials=trials, free=free,
                     holdout="0", **kw)
     res = run_fit(cfg, log=lambda s: None)
@@ -39,6 +41,7 @@ def _check(adapter, res, true: dict[str, float]) -> list[str]:
     return bad
 
 
+@pytest.mark.slow
 def test_recovers_identifiable(tmp_path: Path, synth_log: Path, adapter, truth) -> None:
     true = {**adapter.nominal, **truth}
     res, doc = _fit(tmp_path, [synth_log], list(truth))
@@ -48,6 +51,7 @@ def test_recovers_identifiable(tmp_path: Path, synth_log: Path, adapter, truth) 
     assert (tmp_path / "report.md").is_file()
 
 
+@pytest.mark.slow
 def test_canary_follows_corruption(tmp_path: Path, adapter, truth) -> None:
     true = {**adapter.nominal, **truth, "motor_gain": truth["motor_gain"] * 1.2}
     log = write_synthetic(tmp_path / "canary.h5", true, episodes=3, seconds=6.0, seed=11)
