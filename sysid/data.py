@@ -2,10 +2,13 @@
 
 A *segment* is a whole episode started at rest, or a window of one started
 from a state estimate (``window`` > 0), so that a long episode's drift does not
-dominate the error. Targets are the compared signals on the logged sensor
-timestamps: yaw rate, wheel speed (centred difference of ``enc_rad``) and the
-two accelerations, all smoothed by the same short moving average that is
-applied to the simulated signals.
+dominate the error. Targets are the compared signals on the sensor sample times:
+yaw rate, wheel speed (centred difference of ``enc_rad``) and the two
+accelerations, all smoothed by the same short moving average that is applied to
+the simulated signals. Sample times come from the device's clock mapped onto the
+host clock (``sensor_times``): host arrival stamps bunch when the reader is late,
+and a burst turned an encoder step into a wheel-speed spike; commands stay on
+their host send times.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 
 from realsim.errors import UserError
 from realsim.logs import LogReader
+from realsim.logs.resample import device_timeline
 from sysid.robot_adapter import RobotAdapter
 
 SIGNALS = ("yaw_rate", "wheel_speed", "accel_x", "accel_y")
@@ -96,6 +100,19 @@ def signals_of(t: np.ndarray, out: Mapping[str, np.ndarray]) -> dict[str, np.nda
             "accel_x": _smooth(_despike(acc[:, 0])), "accel_y": _smooth(_despike(acc[:, 1]))}
 
 
+def sensor_times(sensors: Any) -> np.ndarray:
+    """When each sensor sample was taken, on the host clock of the commands. Shape: (M,).
+
+    The host stamps a sample on arrival, and a late reader stamps a burst of them with
+    (nearly) one time; the device's own clock (``t_device``) keeps their true spacing, so
+    the samples go on the device timeline mapped onto the host clock
+    (``realsim.logs.resample.device_timeline``). Without a device clock: the host stamps."""
+    t = np.asarray(sensors.t, float)
+    if "t_device" not in sensors:
+        return t
+    return device_timeline(t, np.asarray(sensors["t_device"], float))
+
+
 def load_logs(paths: Sequence[str | Path], adapter: RobotAdapter) -> list[LogEpisode]:
     """Every complete, non-discarded episode of every log, validated.
 
@@ -133,7 +150,7 @@ def _episode(p: Path, ep: Any, adapter: RobotAdapter) -> LogEpisode:
             raise UserError(f"{where}: dataset {k} holds NaN or inf")
     sensors = {k: np.asarray(ep.sensors[k], float) for k in adapter.required_fields}
     e = LogEpisode(str(p), ep.name, np.asarray(ep.command.t, float),
-                   np.asarray(ep.command["action"], float), np.asarray(ep.sensors.t, float),
+                   np.asarray(ep.command["action"], float), sensor_times(ep.sensors),
                    sensors, attrs=dict(ep.attrs))
     e.signals = signals_of(e.sensor_t, sensors)
     return e

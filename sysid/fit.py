@@ -27,6 +27,8 @@ from sysid.data import LogEpisode, load_logs, make_segments, signal_scales, spli
 from sysid.objective import Objective, rmse
 from sysid.robot_adapter import RobotAdapter, get_adapter
 
+REVERT_TOLERANCE = 1.05  # putting undetermined parameters back to prior may cost this much error
+
 
 @dataclass
 class FitConfig:
@@ -126,17 +128,31 @@ def run_fit(cfg: FitConfig, log: Callable[[str], None] = print) -> FitResult:
     if not iv.identifiable.all():  # keep the prior for what the logs cannot tell; refit the rest
         keep = [n for n in names if ident[n]]
         log(f"unidentifiable from these logs: {', '.join(n for n in names if n not in keep)}")
-        fixed2 = {**fixed, **{n: prior[n] for n in names if n not in keep}}
-        fitted = {**fitted, **fixed2}
+        # a parameter on a bound that the logs push beyond is not undetermined: the logs
+        # want it there (the model needs it at least that far); it stays at the bound.
+        # Only the ones the logs hardly depend on go back to their prior.
+        pinned = {n for n, p in zip(names, iv.pinned, strict=True) if p and n not in keep}
+        to_prior = {n: prior[n] for n in names if n not in keep and n not in pinned}
+        fixed2 = {**fixed, **{n: fitted[n] for n in pinned}, **to_prior}
+        cost_full = float(r @ r)
         half = {n: (half[n] if n in keep else float("inf")) for n in names}
+        if pinned:
+            log(f"at a bound the logs push against (kept there): {', '.join(sorted(pinned))}")
         if keep:
             sub = Objective(ad, full.segments, scales, keep, fixed2, cfg.jobs)
-            u2, r2, J2 = rf.lm(sub, sub.to_u(fitted), max(3, cfg.refine_iters // 2), log=log)
-            iv2 = rf.intervals(sub, u2, r2, J2)
-            fitted = sub.to_params(u2)
-            for i, n in enumerate(keep):  # the refit's intervals; flags stay from the full fit
-                half[n] = float(iv2.half_u[i] * (sub.hi[i] - sub.lo[i]))
+            u2, r2, J2 = rf.lm(sub, sub.to_u({**fitted, **fixed2}), max(3, cfg.refine_iters // 2), log=log)
+            cost_sub = float(r2 @ r2)
             full.n_evals += sub.n_evals
+            if cost_sub <= REVERT_TOLERANCE * cost_full:
+                iv2 = rf.intervals(sub, u2, r2, J2)
+                fitted = sub.to_params(u2)
+                for i, n in enumerate(keep):  # the refit's intervals; flags stay from the full fit
+                    half[n] = float(iv2.half_u[i] * (sub.hi[i] - sub.lo[i]))
+            else:  # the "undetermined" ones mattered after all (coupled): keep the full fit
+                log(f"prior values cost {cost_sub / cost_full:.2f}x the full fit's error: "
+                    "keeping the full fit's values (flags stand)")
+        else:
+            fitted = {**fitted, **fixed2}
     t_refine = time.perf_counter() - t0
 
     # ---- open-loop RMSE of whole episodes, nominal vs fitted

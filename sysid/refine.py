@@ -40,6 +40,7 @@ class Intervals:
     identifiable: np.ndarray  # (n,) bool
     jac: np.ndarray  # (R, n)
     inflation: float  # variance factor N / N_eff applied to the white-noise covariance
+    pinned: np.ndarray | None = None  # (n,) bool: on a bound, the logs pushing beyond it
 
 
 def jacobian(obj: Objective, u: np.ndarray, r0: np.ndarray, step: float = FD_STEP) -> np.ndarray:
@@ -156,4 +157,4 @@ def intervals(obj: Objective, u: np.ndarray, r: np.ndarray, J: np.ndarray) -> In
     zero_c = (obj.lo < 0) & (obj.hi > 0)
     ref = np.where(zero_c, rng / 2, np.abs(x))
     ok = np.isfinite(half) & (half <= MAX_REL_RANGE) & (half * rng <= MAX_REL_VALUE * ref) & ~pinned
-    return Intervals(half, ok, J, f)
+    return Intervals(half, ok, J, f, pinned)

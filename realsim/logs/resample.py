@@ -93,3 +93,43 @@ def control_timeline(ep: Episode, rate_hz: float, t0: float | None = None,
     for cam, cs in ep.cameras.items():
         out[f"frame_{cam}"] = _prev_index(cs.t, t).astype(np.int64)
     return out
+
+
+def device_timeline(t_host: np.ndarray, t_device: np.ndarray, quantile: float = 2.0,
+                    chunks: int = 8) -> np.ndarray:
+    """De-jittered sample times on the host clock from the device's own clock.
+
+    The host stamps a sample when it arrives; a late reader gives several samples
+    (nearly) the same stamp. The device clock knows the true spacing but has its own
+    origin and drifts by tens of ppm. Fit ``t_host ~ a + b * t_device``: transport delay
+    is only ever positive, so the fit follows the lower envelope of ``t_host - t_device``
+    (the least-delayed samples): ``b`` from a line through the per-chunk minima (kept
+    within 1000 ppm of 1), ``a`` from a low percentile (``quantile``, in %) of the
+    remaining offsets.
+
+    Shape: t_host (M,), t_device (M,) -> (M,). Samples whose t_device is NaN keep their
+    host stamp (all of them when fewer than two have a device time); the result never
+    decreases.
+    """
+    th = np.asarray(t_host, dtype=np.float64).reshape(-1)
+    td = np.asarray(t_device, dtype=np.float64).reshape(-1)
+    if th.shape != td.shape:
+        raise ValueError(f"t_host {th.shape} vs t_device {td.shape}")
+    ok = np.isfinite(td) & np.isfinite(th)
+    if ok.sum() < 2:
+        return th.copy()
+    x, y = td[ok], th[ok]
+    off = y - x
+    b = 1.0
+    k = int(min(chunks, ok.sum() // 4))
+    if k >= 2 and x[-1] > x[0]:
+        parts = np.array_split(np.arange(len(x)), k)
+        mx = np.array([x[p[np.argmin(off[p])]] for p in parts])
+        my = np.array([off[p].min() for p in parts])
+        if np.ptp(mx) > 0:
+            slope = float(np.polyfit(mx, my, 1)[0])  # drift of the offset = b - 1
+            b = 1.0 + float(np.clip(slope, -1e-3, 1e-3))
+    a = float(np.percentile(y - b * x, quantile))
+    out = th.copy()
+    out[ok] = a + b * x
+    return np.maximum.accumulate(out)

@@ -80,7 +80,7 @@ ROTOR_INERTIA_AT_WHEEL = 3.0e-4
 FRONT_GRIP_RATIO = 0.85
 # Friction-row reference of the tyre contacts: a_ref = -TYRE_SLIP_DAMPING * slip speed
 # (MuJoCo solreffriction, direct form). Soft enough that a spinning tyre doesn't hop.
-TYRE_SLIP_DAMPING = 5.0  # 1/s
+TYRE_SLIP_DAMPING = 5.0  # 1/s: nominal of the tyre_slip_damping parameter (params.py)
 
 # --- steering servo (inside MuJoCo: saturated P control + damping -> rate limit) ----------
 STEER_KP = 30.0  # N m / rad, per wheel

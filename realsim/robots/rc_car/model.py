@@ -96,7 +96,7 @@ def apply_params(spec: mujoco.MjSpec, params: CarParams) -> mujoco.MjSpec:
     drive.gainprm = np.r_[kg, np.zeros(9)]
     drive.biasprm = np.r_[0.0, 0.0, -kg * ke, np.zeros(7)]
     brake = spec.actuator(C.ACT_BRAKE)
-    brake.gainprm = np.r_[0.0, 0.0, -C.BRAKE_FACTOR * kg * ke, np.zeros(7)]
+    brake.gainprm = np.r_[0.0, 0.0, -C.BRAKE_FACTOR * params["brake_gain"] * kg * ke, np.zeros(7)]
     spec.tendon(C.DIFF_TENDON).armature = C.ROTOR_INERTIA_AT_WHEEL
 
     fl = params["rolling_resistance"] * C.TOTAL_MASS * C.GRAVITY * C.WHEEL_RADIUS / 4
@@ -132,8 +132,8 @@ def add_tyre_contacts(
 
     Coulomb friction in both directions, rear mu = tyre_mu, front mu = tyre_mu *
     FRONT_GRIP_RATIO, elliptic cone; the friction rows' reference is a pure slip damping
-    (solreffriction = (0, -TYRE_SLIP_DAMPING)), so below the grip limit tyre force rises
-    with slip speed and above it the tyre slides. (Default, stiff friction references
+    (solreffriction = (0, -tyre_slip_damping), a parameter), so below the grip limit tyre
+    force rises with slip speed and above it the tyre slides. (Default, stiff friction references
     make a spinning tyre hop on and off the floor at ~70 Hz.) `floor` names the floor geom.
     """
     mu = params["tyre_mu"]
@@ -143,7 +143,7 @@ def add_tyre_contacts(
                 name=f"{prefix}{name}_floor", geomname1=prefix + name, geomname2=floor, condim=3
             )
             pair.friction = [grip, grip, 0.005, 0.0001, 0.0001]
-            pair.solreffriction = [0.0, -C.TYRE_SLIP_DAMPING]
+            pair.solreffriction = [0.0, -params["tyre_slip_damping"]]
 
 
 def _set_options(spec: mujoco.MjSpec) -> None:

@@ -114,6 +114,27 @@ PARAMS: tuple[ParamSpec, ...] = (
         "(ellipsoid fluid model, blunt drag only)",
     ),
     ParamSpec(
+        "tyre_slip_damping",
+        5.0,
+        2.0,
+        100.0,
+        "1/s",
+        "spec",
+        "tyre contact friction reference a_ref = -this * slip speed (solreffriction "
+        "(0, -this)): how fast tyre force builds with slip below the grip limit, i.e. "
+        "cornering and longitudinal stiffness (soft: understeer and scrub in turns)",
+    ),
+    ParamSpec(
+        "brake_gain",
+        1.0,
+        0.5,
+        8.0,
+        "1",
+        "spec",
+        "ESC brake strength relative to shorted motor terminals (F = -gain * Kg * ke * v "
+        "at full brake); an ESC's active brake is stronger than a short",
+    ),
+    ParamSpec(
         "deadband",
         0.07,
         0.04,
