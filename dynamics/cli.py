@@ -1,0 +1,84 @@
+"""`realsim train-residual ROBOT --params DIR/params.yaml --logs FILE.h5 ... --out CKPT`.
+
+The lead wires it into `realsim.cli`::
+
+    from dynamics.cli import add_train_residual_arguments, cmd_train_residual
+    t = sub.add_parser("train-residual", help="train the learned residual dynamics model")
+    add_train_residual_arguments(t).set_defaults(func=cmd_train_residual)
+
+Exit status 2 with a one-line message (UserError) for a missing file, a log of another
+robot, or a bad option value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from realsim.errors import UserError
+from realsim.residual import FORCE_OUTPUTS, STATE_OUTPUTS
+from realsim.robots import ROBOTS
+
+
+def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Options of `realsim train-residual` (cli.md) plus training knobs with defaults."""
+    p.add_argument("robot", choices=ROBOTS)
+    p.add_argument("--params", required=True, help="fitted parameters (DIR/params.yaml from realsim fit)")
+    p.add_argument("--logs", nargs="+", required=True, help="log files (HDF5) to train on")
+    p.add_argument("--out", required=True, help="residual checkpoint to write (torch, weights_only)")
+    p.add_argument("--holdout", default="0.25",
+                   help="held-out fraction (every 1/f-th episode) or episode names; reported, never trained on")
+    p.add_argument("--history", type=int, default=5, help="feature history length, periods (1: none)")
+    p.add_argument("--horizon", type=int, default=50, help="periods the rollout loss unrolls (1: one-step)")
+    p.add_argument("--anchor", type=int, default=0,
+                   help="periods between restarts from a state estimate (0: whole episodes from rest)")
+    p.add_argument("--mode", choices=("force", "state"), default="force",
+                   help="force: generalised force inside the step; state: ablation only")
+    p.add_argument("--passes", type=int, default=3, help="linearise-and-fit passes")
+    p.add_argument("--epochs", type=int, default=30, help="Lightning epochs per pass")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--logdir", help="TensorBoard directory (default: next to --out)")
+    return p
+
+
+def cmd_train_residual(a: argparse.Namespace) -> int:
+    """Run training; prints the open-loop figures and the checkpoint path last."""
+    from dynamics.train import TrainConfig, train_residual
+
+    if not Path(a.params).is_file():
+        raise UserError(f"no such parameter file: {a.params}")
+    for f in a.logs:
+        if not Path(f).is_file():
+            raise UserError(f"no such log file: {f}")
+    if a.history < 1 or a.horizon < 1 or a.anchor < 0 or a.passes < 1 or a.epochs < 1:
+        raise UserError("train-residual: --history, --horizon, --passes, --epochs must be >= 1, --anchor >= 0")
+    cfg = TrainConfig(
+        robot=a.robot, params=a.params, logs=list(a.logs), out=a.out, holdout=a.holdout,
+        history=a.history, horizon=a.horizon, anchor=a.anchor, mode=a.mode,
+        outputs=FORCE_OUTPUTS if a.mode == "force" else STATE_OUTPUTS,
+        passes=a.passes, epochs=a.epochs, seed=a.seed, logdir=a.logdir,
+    )
+    res = train_residual(cfg)
+    print(json.dumps(res.metrics))
+    print(f"residual={res.path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (`python -m dynamics.cli train-residual ...`) until the lead wires it."""
+    import sys
+
+    p = argparse.ArgumentParser(prog="realsim")
+    sub = p.add_subparsers(dest="verb", required=True)
+    add_train_residual_arguments(sub.add_parser("train-residual")).set_defaults(func=cmd_train_residual)
+    a = p.parse_args(argv)
+    try:
+        return a.func(a)
+    except UserError as e:
+        print(f"realsim: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,527 @@
+"""The simulator entry point: fitted parameters plus an optional learned residual.
+
+Every consumer (replay, teacher and student data generation, evaluation, the cycle,
+residual training) gets its simulator here, the same way::
+
+    sim = load_simulator("rc_car", params="fit/params.yaml", residual="res.pt")
+    outs = sim.replay(episodes)            # batched open loop, like replay_batch
+    car = sim.closed_loop(spec=scene_spec) # a CarSim whose physics runs the residual
+
+Without a residual `replay` *is* `robots.rc_car.sim.replay_batch`. With one, the
+residual's bounded output is applied inside the MuJoCo step as a generalised force
+(`data.qfrc_applied` on the car's free joint and rear wheels), recomputed every
+``period`` physics steps from the history of the simulated state and held in between:
+the state is never overwritten. Open loop, each trajectory runs as `mujoco.rollout`
+calls of ``period`` steps (the force enters through the control spec, CTRL |
+QFRC_APPLIED), carrying the full physics state *and* the solver warm start between
+calls, so a zero residual reproduces the fitted simulator bit for bit; one batched
+torch forward per period serves all trajectories.
+
+Closed loop, `ResidualHook.apply(data, vbat)` is the per-physics-step hook
+(`HybridCarSim` calls it; any other step loop can too).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+from mujoco import rollout as mj_rollout
+
+from realsim.errors import UserError
+from realsim.residual import FEATURES, Residual, load_residual
+from realsim.robots import check_robot
+from realsim.robots.rc_car import constants as C
+from realsim.robots.rc_car import sim as car_sim
+from realsim.robots.rc_car.actuation import DUTY
+from realsim.robots.rc_car.model import cached_model
+from realsim.robots.rc_car.params import CarParams
+
+_FULL = mujoco.mjtState.mjSTATE_FULLPHYSICS
+_SPEC = int(mujoco.mjtState.mjSTATE_CTRL | mujoco.mjtState.mjSTATE_QFRC_APPLIED)
+NFEAT = len(FEATURES)
+# divergence: any non-finite value or a speed no RC car reaches
+DIVERGED_SPEED = 15.0  # m/s
+DIVERGED_YAW_RATE = 30.0  # rad/s
+
+
+# ---------------------------------------------------------------------------------------
+# where the car lives in a model's state
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CarLayout:
+    """Addresses of the car's joints in a (car or scene) model.
+
+    root_q / root_v: free-joint qpos / dof address; rear: rear-wheel dof addresses;
+    steer_q: front steering joint qpos addresses; nq, nv: model sizes.
+    """
+
+    root_q: int
+    root_v: int
+    rear: tuple[int, int]
+    steer_q: tuple[int, int]
+    nq: int
+    nv: int
+
+    @classmethod
+    def of(cls, model: mujoco.MjModel) -> CarLayout:
+        def jid(name: str) -> int:
+            j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
+            if j < 0:
+                raise ValueError(f"model has no joint {name!r}")
+            return j
+
+        r = jid(C.ROOT_JOINT)
+        return cls(
+            root_q=int(model.jnt_qposadr[r]),
+            root_v=int(model.jnt_dofadr[r]),
+            rear=tuple(int(model.jnt_dofadr[jid(n)]) for n in C.WHEEL_JOINTS[:2]),  # type: ignore[arg-type]
+            steer_q=tuple(int(model.jnt_qposadr[jid(n)]) for n in C.STEER_JOINTS),  # type: ignore[arg-type]
+            nq=int(model.nq),
+            nv=int(model.nv),
+        )
+
+    def yaw(self, qpos: np.ndarray) -> np.ndarray:
+        """Heading (rad) from the free joint's quaternion. qpos Shape: (B, nq) -> (B,)."""
+        w, x, y, z = (qpos[:, self.root_q + 3 + i] for i in range(4))
+        return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+    def reduced(self, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+        """[vx, vy (body frame, m/s), yaw rate (rad/s), mean rear-wheel speed (rad/s)].
+
+        qpos Shape: (B, nq), qvel Shape: (B, nv) -> Shape: (B, 4).
+        """
+        yaw = self.yaw(qpos)
+        c, s = np.cos(yaw), np.sin(yaw)
+        v = qvel[:, self.root_v : self.root_v + 2]
+        return np.stack(
+            [
+                c * v[:, 0] + s * v[:, 1],
+                -s * v[:, 0] + c * v[:, 1],
+                qvel[:, self.root_v + 5],
+                0.5 * (qvel[:, self.rear[0]] + qvel[:, self.rear[1]]),
+            ],
+            axis=1,
+        )
+
+    def features(
+        self, qpos: np.ndarray, qvel: np.ndarray, ctrl: np.ndarray, vbat: np.ndarray
+    ) -> np.ndarray:
+        """Residual input features (realsim.residual.FEATURES) at one instant.
+
+        qpos (B, nq), qvel (B, nv), ctrl (B, 4) the step's control (actuator order),
+        vbat (B,) V. Returns Shape: (B, len(FEATURES)).
+        """
+        red = self.reduced(qpos, qvel)
+        steer = 0.5 * (qpos[:, self.steer_q[0]] + qpos[:, self.steer_q[1]])
+        return np.column_stack(
+            [red, steer, 0.5 * (ctrl[:, 0] + ctrl[:, 1]), ctrl[:, DUTY], ctrl[:, 3], vbat]
+        )
+
+    def to_qfrc(self, out: np.ndarray, names: Sequence[str], yaw: np.ndarray) -> np.ndarray:
+        """Residual force outputs (B, n) -> generalised force Shape: (B, nv).
+
+        fx, fy act at the body origin in the chassis frame (rotated to the world frame the
+        free joint's translational dofs use), mz about the body z axis, tau on the rear
+        differential tendon (qfrc = J^T tau: tau/2 on each rear wheel).
+        """
+        q = np.zeros((out.shape[0], self.nv))
+        c, s = np.cos(yaw), np.sin(yaw)
+        col = {n: out[:, i] for i, n in enumerate(names)}
+        fx, fy = col.get("fx", 0.0), col.get("fy", 0.0)
+        q[:, self.root_v] = c * fx - s * fy
+        q[:, self.root_v + 1] = s * fx + c * fy
+        q[:, self.root_v + 5] = col.get("mz", 0.0)
+        tau = col.get("tau", 0.0)
+        q[:, self.rear[0]] = 0.5 * tau
+        q[:, self.rear[1]] = 0.5 * tau
+        return q
+
+    def correct_state(
+        self, qvel: np.ndarray, out: np.ndarray, names: Sequence[str], yaw: np.ndarray
+    ) -> np.ndarray:
+        """Ablation only: add velocity increments (dvx, dvy body frame, dr, dw) to qvel.
+
+        qvel (B, nv), out (B, n) -> new qvel (B, nv)."""
+        v = qvel.copy()
+        c, s = np.cos(yaw), np.sin(yaw)
+        col = {n: out[:, i] for i, n in enumerate(names)}
+        dvx, dvy = col.get("dvx", 0.0), col.get("dvy", 0.0)
+        v[:, self.root_v] += c * dvx - s * dvy
+        v[:, self.root_v + 1] += s * dvx + c * dvy
+        v[:, self.root_v + 5] += col.get("dr", 0.0)
+        for a in self.rear:
+            v[:, a] += col.get("dw", 0.0)
+        return v
+
+
+def split_state(model: mujoco.MjModel, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """FULLPHYSICS states (B, nstate) -> (qpos (B, nq), qvel (B, nv)) views."""
+    nq, nv = model.nq, model.nv
+    return state[:, 1 : 1 + nq], state[:, 1 + nq : 1 + nq + nv]
+
+
+def diverged(red: np.ndarray) -> bool:
+    """True if reduced states (..., 4) hold a non-finite value or an impossible speed."""
+    if not np.all(np.isfinite(red)):
+        return True
+    return bool(
+        np.any(np.abs(red[..., :2]) > DIVERGED_SPEED)
+        or np.any(np.abs(red[..., 2]) > DIVERGED_YAW_RATE)
+        or np.any(np.abs(red[..., 3]) > DIVERGED_SPEED / C.WHEEL_RADIUS)
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# one trajectory's record (residual training reads it)
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Trajectory:
+    """A hybrid open-loop replay, on the residual's period grid.
+
+    K physics steps, P = period, J = ceil(K / P) periods. Shapes:
+    state (J + 1, nstate): FULLPHYSICS state at each period start (last: the end; in
+    the "state" ablation: before the correction);
+    warmstart (J + 1, nv): solver warm start there; feat (J + 1, F): features there;
+    out (J, n_out): residual output applied over each period (zeros without one);
+    ctrl (K, 4): per-step controls; t (J + 1,): times of the period starts (s);
+    sens (K, nsensordata): per-step sensordata (row k = state at the start of step k).
+    """
+
+    state: np.ndarray
+    warmstart: np.ndarray
+    feat: np.ndarray
+    out: np.ndarray
+    ctrl: np.ndarray
+    t: np.ndarray
+    sens: np.ndarray
+    vbat: np.ndarray  # (J + 1,) battery voltage at the period starts
+
+
+# ---------------------------------------------------------------------------------------
+# the hybrid simulator
+# ---------------------------------------------------------------------------------------
+class HybridSim:
+    """Fitted simulator of one robot, optionally corrected by a learned residual.
+
+    params: the fitted (or nominal) parameters; residual: a loaded `Residual` or None.
+    """
+
+    def __init__(self, robot: str, params: CarParams, residual: Residual | None = None) -> None:
+        check_robot(robot)
+        if robot != "rc_car":
+            raise UserError(f"simulator {robot}: not available yet (issue 7)")
+        self.robot = robot
+        self.params = params
+        self.residual = residual
+        self.model = cached_model(params)
+        self.layout = CarLayout.of(self.model)
+        self.period = residual.cfg.period if residual is not None else 10
+        self._rollout = mj_rollout.Rollout(nthread=0)
+        self._data = mujoco.MjData(self.model)
+
+    # --- open loop -----------------------------------------------------------------------
+    def replay(
+        self, episodes: Sequence[car_sim.ReplayInput], nthread: int = 2
+    ) -> list[dict[str, np.ndarray]]:
+        """Open-loop replay of each episode: the log's sensor fields on its sensor_t.
+
+        Same contract and outputs as `robots.rc_car.sim.replay_batch(...)[0]` (which it
+        calls when there is no residual).
+        """
+        if self.residual is None:
+            return car_sim.replay_batch([self.params], episodes, nthread)[0]
+        trajs = self.rollout(episodes)
+        return [self.sensors(ep, tr) for ep, tr in zip(episodes, trajs, strict=True)]
+
+    def sensors(self, ep: car_sim.ReplayInput, tr: Trajectory) -> dict[str, np.ndarray]:
+        """A trajectory's sensordata -> the log's sensor fields on ep.sensor_t."""
+        return car_sim.sensors_on_times(tr.sens, float(ep.sensor_t[0]), ep, self.params)
+
+    def rollout(
+        self,
+        episodes: Sequence[car_sim.ReplayInput],
+        residual: Residual | None | str = "default",
+    ) -> list[Trajectory]:
+        """Hybrid open-loop rollouts, one `Trajectory` per episode.
+
+        residual: "default" = this simulator's; None = the fitted simulator on the same
+        period grid (zero force).
+        """
+        res = self.residual if isinstance(residual, str) else residual
+        m, lay, P = self.model, self.layout, self.period
+        if res is not None and res.cfg.period != P:
+            P = res.cfg.period
+        prm = self.params
+        E = len(episodes)
+        K = [ep.nstep for ep in episodes]
+        J = [math.ceil(k / P) for k in K]
+        d0 = self._data
+        nstate = mujoco.mj_stateSize(m, _FULL)
+        ctrl = [
+            car_sim.control_sequence(
+                ep.command_t, ep.action, prm, float(ep.sensor_t[0]), k, ep.sensor_t, ep.vbat
+            )
+            for ep, k in zip(episodes, K, strict=True)
+        ]
+        state = [np.empty((j + 1, nstate)) for j in J]
+        warm = [np.zeros((j + 1, m.nv)) for j in J]
+        sens = [np.empty((k, m.nsensordata)) for k in K]
+        nout = len(res.cfg.outputs) if res is not None else 0
+        out = [np.zeros((j, nout)) for j in J]
+        tgrid = [float(ep.sensor_t[0]) + C.TIMESTEP * P * np.arange(j + 1) for ep, j in zip(episodes, J, strict=True)]
+        vb = [np.interp(tg, ep.sensor_t, ep.vbat) for tg, ep in zip(tgrid, episodes, strict=True)]
+        feat = [np.empty((j + 1, NFEAT)) for j in J]
+        for e, ep in enumerate(episodes):
+            q, v = car_sim.initial_qpos_qvel(m, prm, ep)
+            state[e][0] = car_sim._full_state(m, d0, q, v, float(ep.sensor_t[0]))
+        H = res.cfg.history if res is not None else 1
+        stbuf = np.empty((1, P, nstate))
+        u = np.empty((1, P, C.NU + m.nv))
+        ring = np.zeros((E, H, NFEAT))  # feature history, oldest first
+        start: dict[int, np.ndarray] = {}  # ablation "state": corrected period starts
+        for j in range(max(J)):
+            live = [e for e in range(E) if j < J[e]]
+            st = np.stack([state[e][j] for e in live])
+            qpos, qvel = split_state(m, st)
+            c0 = np.stack([ctrl[e][j * P] for e in live])
+            f = lay.features(qpos, qvel, c0, np.array([vb[e][j] for e in live]))
+            for i, e in enumerate(live):
+                feat[e][j] = f[i]
+            qfrc = np.zeros((len(live), m.nv))
+            if res is not None:
+                if j == 0:
+                    ring[live] = f[:, None, :]
+                else:
+                    ring[live, :-1] = ring[live, 1:]
+                    ring[live, -1] = f
+                hist = ring[live]
+                o = res(hist)
+                for i, e in enumerate(live):
+                    out[e][j] = o[i]
+                yaw = lay.yaw(qpos)
+                if res.cfg.mode == "force":
+                    qfrc = lay.to_qfrc(o, res.cfg.outputs, yaw)
+                else:  # ablation: overwrite velocities at the period boundary
+                    newv = lay.correct_state(qvel, o, res.cfg.outputs, yaw)
+                    for i, e in enumerate(live):
+                        start[e] = state[e][j : j + 1].copy()
+                        start[e][0, 1 + m.nq : 1 + m.nq + m.nv] = newv[i]
+            for i, e in enumerate(live):
+                s0 = start.pop(e, None)
+                k0 = j * P
+                n = min(P, K[e] - k0)
+                u[0, :n, : C.NU] = ctrl[e][k0 : k0 + n]
+                u[0, :n, C.NU :] = qfrc[i]
+                self._rollout.rollout(
+                    [m],
+                    [d0],
+                    state[e][j : j + 1] if s0 is None else s0,
+                    u[:, :n],
+                    control_spec=_SPEC,
+                    skip_checks=True,
+                    nstep=n,
+                    initial_warmstart=warm[e][j : j + 1],
+                    state=stbuf[:, :n],
+                    sensordata=sens[e][None, k0 : k0 + n],
+                )
+                state[e][j + 1] = stbuf[0, n - 1]
+                warm[e][j + 1] = d0.qacc_warmstart
+        for e in range(E):  # features at the end state
+            qpos, qvel = split_state(m, state[e][-1:])
+            k = min(J[e] * P, K[e] - 1)
+            feat[e][-1] = lay.features(qpos, qvel, ctrl[e][k][None], vb[e][-1:])[0]
+        return [
+            Trajectory(state[e], warm[e], feat[e], out[e], ctrl[e], tgrid[e], sens[e], vb[e])
+            for e in range(E)
+        ]
+
+    def advance(
+        self,
+        state: np.ndarray,
+        warmstart: np.ndarray,
+        ctrl: np.ndarray,
+        qfrc: np.ndarray,
+        nthread: int = 2,
+    ) -> np.ndarray:
+        """Batched: run each start state for ctrl.shape[1] steps with a held force.
+
+        state (B, nstate) FULLPHYSICS, warmstart (B, nv), ctrl (B, n, 4), qfrc (B, nv).
+        Returns the end states, Shape: (B, nstate). (Residual training's sensitivities.)
+        """
+        B, n, _ = ctrl.shape
+        u = np.concatenate([ctrl, np.broadcast_to(qfrc[:, None, :], (B, n, qfrc.shape[1]))], axis=2)
+        out = np.empty((B, n, state.shape[1]))
+        car_sim._pool(nthread).rollout(
+            [self.model] * B,
+            [mujoco.MjData(self.model) for _ in range(max(1, nthread))],
+            np.ascontiguousarray(state),
+            np.ascontiguousarray(u),
+            control_spec=_SPEC,
+            skip_checks=True,
+            nstep=n,
+            initial_warmstart=np.ascontiguousarray(warmstart),
+            state=out,
+            sensordata=np.empty((B, n, self.model.nsensordata)),
+            chunk_size=max(1, B // (4 * max(1, nthread))),
+        )
+        return out[:, -1]
+
+    # --- closed loop ---------------------------------------------------------------------
+    def closed_loop(self, spec: mujoco.MjSpec | None = None, **kw: Any) -> car_sim.CarSim:
+        """A closed-loop car (`CarSim` API) in this simulator: a plain `CarSim` without
+        a residual, else a `HybridCarSim` that runs the residual inside its steps.
+        spec / kw: as `CarSim` (scene spec, noise, quantize_encoder)."""
+        if self.residual is None:
+            return car_sim.CarSim(self.params, spec=spec, **kw)
+        return HybridCarSim(self.params, self.residual, spec=spec, **kw)
+
+
+# ---------------------------------------------------------------------------------------
+# closed-loop hook
+# ---------------------------------------------------------------------------------------
+class ResidualHook:
+    """Runs a residual inside a closed-loop MuJoCo step loop.
+
+    Call `reset()` when an episode starts, then `apply(data, vbat)` once before every
+    `mj_step(model, data)`, after `data.ctrl` holds that step's control. Every
+    `period`-th call (the first one included) it reads the car's state and control from
+    `data`, pushes the features into its history, evaluates the residual and writes the
+    generalised force into `data.qfrc_applied` at the car's dofs (free joint and the
+    two rear wheels; other dofs untouched); the calls in between re-write the same held
+    force. In the ablation mode "state" it adds velocity increments to `data.qvel`
+    instead. The scene model may hold more than the car: addresses come from joint
+    names.
+    """
+
+    def __init__(self, residual: Residual, model: mujoco.MjModel) -> None:
+        self.residual = residual
+        self.layout = CarLayout.of(model)
+        self.period = residual.cfg.period
+        lay = self.layout
+        self._dofs = np.r_[np.arange(lay.root_v, lay.root_v + 6), np.array(lay.rear)]
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the history; the next `apply` computes a fresh output."""
+        self._hist: list[np.ndarray] = []
+        self._count = 0
+        self._qfrc = np.zeros(len(self._dofs))
+        self.last_output = np.zeros(len(self.residual.cfg.outputs))
+
+    def apply(self, data: mujoco.MjData, vbat: float) -> None:
+        """Call before each mj_step (see class doc). vbat: battery voltage (V) now."""
+        lay, cfg = self.layout, self.residual.cfg
+        if self._count % self.period == 0:
+            qpos, qvel = data.qpos[None, :], data.qvel[None, :]
+            f = lay.features(qpos, qvel, data.ctrl[None, :4], np.array([vbat]))[0]
+            self._hist.append(f)
+            if len(self._hist) > cfg.history:
+                self._hist.pop(0)
+            hist = [self._hist[0]] * (cfg.history - len(self._hist)) + self._hist
+            o = self.residual(np.asarray(hist)[None])
+            self.last_output = o[0]
+            yaw = lay.yaw(qpos)
+            if cfg.mode == "force":
+                self._qfrc = lay.to_qfrc(o, cfg.outputs, yaw)[0, self._dofs]
+            else:
+                data.qvel[:] = lay.correct_state(qvel, o, cfg.outputs, yaw)[0]
+        if cfg.mode == "force":
+            data.qfrc_applied[self._dofs] = self._qfrc
+        self._count += 1
+
+
+class HybridCarSim(car_sim.CarSim):
+    """`CarSim` whose physics steps run a residual through a `ResidualHook`.
+
+    Same constructor as CarSim plus the residual; same API (reset, step, telemetry,
+    privileged state). The hook sees the battery's terminal voltage.
+    """
+
+    def __init__(
+        self, params: CarParams | None, residual: Residual, *, spec: mujoco.MjSpec | None = None, **kw: Any
+    ) -> None:
+        self._residual = residual
+        super().__init__(params, spec=spec, **kw)
+        self.hook = ResidualHook(residual, self.model)
+
+    def reset(self, *a: Any, **kw: Any) -> dict[str, np.ndarray]:
+        tel = super().reset(*a, **kw)
+        if hasattr(self, "hook"):
+            self.hook.reset()
+        self.data.qfrc_applied[:] = 0.0
+        return tel
+
+    def step(self, action: np.ndarray | Sequence[float], dt_control: float = 0.05) -> dict[str, np.ndarray]:
+        """As CarSim.step, with the residual applied inside every physics step."""
+        m, d = self.model, self.data
+        t = float(d.time)
+        self.seq += 1
+        self.last_cmd_t = t
+        self.actuation.push(t, np.asarray(action, dtype=np.float64))
+        n = max(1, int(round(dt_control / m.opt.timestep)))
+        dt = m.opt.timestep
+        ke = self.params["back_emf"]
+        for _ in range(n):
+            t = float(d.time)
+            u = self.actuation.average(t, dt)
+            duty = u[DUTY]
+            vbat = self.battery.voltage
+            u[DUTY] *= vbat
+            d.ctrl[self._act_ids] = u
+            self.hook.apply(d, vbat)
+            mujoco.mj_step(m, d)
+            motor_current = max(0.0, float(d.actuator_force[self._drive])) / ke
+            self.battery.draw(duty * motor_current, dt)
+        self.actuation.prune(float(d.time) - 1.0)
+        return self._telemetry()
+
+
+# ---------------------------------------------------------------------------------------
+# the entry point
+# ---------------------------------------------------------------------------------------
+def load_params(robot: str, params: CarParams | Mapping[str, float] | str | Path | None) -> CarParams:
+    """Parameters from a CarParams, a mapping, a params.yaml path, or None (nominal)."""
+    check_robot(robot)
+    if params is None:
+        return CarParams()
+    if isinstance(params, CarParams):
+        return params
+    if isinstance(params, Mapping):
+        return CarParams(dict(params), strict=False)
+    p = Path(params)
+    if not p.is_file():
+        raise UserError(f"no such parameter file: {p}")
+    return CarParams.from_yaml(p, strict=False)
+
+
+def load_simulator(
+    robot: str,
+    params: CarParams | Mapping[str, float] | str | Path | None = None,
+    residual: Residual | str | Path | None = None,
+) -> HybridSim:
+    """The simulator every consumer uses: fitted params (nominal if None) and an optional
+    residual checkpoint (path or loaded `Residual`)."""
+    prm = load_params(robot, params)
+    res = load_residual(residual) if isinstance(residual, (str, Path)) else residual
+    if res is not None and res.cfg.robot != robot:
+        raise UserError(f"residual for {res.cfg.robot}, not {robot}")
+    return HybridSim(robot, prm, res)
+
+
+__all__ = [
+    "CarLayout",
+    "HybridCarSim",
+    "HybridSim",
+    "ResidualHook",
+    "Trajectory",
+    "diverged",
+    "load_params",
+    "load_residual",
+    "load_simulator",
+]

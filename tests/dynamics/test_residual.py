@@ -1,0 +1,159 @@
+"""Residual dynamics: exactness of a zero residual, the checkpoint, the closed-loop hook,
+the CLI's bad input, and recovery of a known added force law."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+from realsim.residual import (
+    ResidualConfig,
+    ResidualNet,
+    load_residual,
+    save_residual,
+    zero_residual,
+)
+from realsim.robots.rc_car import constants as C
+from realsim.robots.rc_car import sim as car_sim
+from realsim.robots.rc_car.model import cached_model
+from realsim.robots.rc_car.params import CarParams
+from realsim.sim import load_simulator, split_state
+from sysid.data import LogEpisode, signals_of
+from sysid.synth import car_commands
+from tests.conftest import assert_one_line_error, run_cli
+
+
+def _episodes(n: int, seconds: float, seed: int = 0) -> list[car_sim.ReplayInput]:
+    out = []
+    for k in range(n):
+        ct, ca = car_commands(("steps", "chirp", "prbs", "smooth")[k % 4], seconds, seed + k)
+        st = np.arange(0.01, seconds, 0.02)
+        out.append(car_sim.ReplayInput(ct, ca, st, np.full(len(st), 8.1 - 0.05 * k), enc0=1.5 * k))
+    return out
+
+
+def test_zero_residual_reproduces_fitted_simulator_exactly() -> None:
+    p = CarParams({"latency": 0.05, "tyre_mu": 0.7}, strict=False)
+    eps = _episodes(2, 3.0) + [_episodes(1, 2.3, seed=7)[0]]  # unequal lengths
+    ref = car_sim.replay_batch([p], eps)[0]
+    out = load_simulator("rc_car", p, zero_residual()).replay(eps)
+    for a, b in zip(ref, out, strict=True):
+        for k in a:
+            np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
+
+
+def test_residual_force_acts_inside_the_step_and_is_bounded() -> None:
+    cfg = ResidualConfig(outputs=("fx",), history=2)
+    net = ResidualNet(cfg)
+    with torch.no_grad():
+        net.head.bias.fill_(-50.0)  # saturates: fx = -bound, a brake
+    sim = load_simulator("rc_car", None, None)
+    eps = _episodes(1, 3.0)
+    plain = sim.rollout(eps, residual=None)[0]
+    from realsim.residual import Residual
+
+    hyb = sim.rollout(eps, residual=Residual(net.eval(), {}))[0]
+    assert np.allclose(hyb.out[:, 0], -cfg.max_out["fx"])
+    q0, v0 = split_state(sim.model, plain.state)
+    q1, v1 = split_state(sim.model, hyb.state)
+    vx0 = sim.layout.reduced(q0, v0)[:, 0]
+    vx1 = sim.layout.reduced(q1, v1)[:, 0]
+    assert vx1[-1] < vx0[-1] - 0.1  # the braking force slowed the car
+    # qpos/qvel never jump at period boundaries: the state is integrated, not written
+    assert np.all(np.abs(np.diff(v1[:, 0])) < 0.2)
+
+
+def test_checkpoint_loads_with_weights_only(tmp_path: Path) -> None:
+    net = ResidualNet(ResidualConfig(history=3, hidden=(16,)))
+    net.set_normalisation(torch.arange(9.0), torch.ones(9) * 2)
+    path = save_residual(tmp_path / "r.pt", net, {"note": "x", "n": np.float64(2.0)})
+    blob = torch.load(path, weights_only=True)
+    assert blob["config"]["history"] == 3
+    res = load_residual(path)
+    x = np.random.default_rng(0).normal(size=(4, 3, 9))
+    np.testing.assert_array_equal(res(x), net.eval()(torch.as_tensor(x)).detach().numpy())
+    assert res.meta["n"] == 2.0
+
+
+def test_closed_loop_hook_zero_residual_matches_carsim() -> None:
+    p = CarParams()
+    a = car_sim.CarSim(p, noise=False)
+    b = load_simulator("rc_car", p, zero_residual()).closed_loop(noise=False)
+    a.reset(seed=1)
+    b.reset(seed=1)
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        act = rng.uniform(-1, 1, 2)
+        ta, tb = a.step(act), b.step(act)
+        for k in ("enc_rad", "yaw_rate", "accel"):
+            np.testing.assert_array_equal(ta[k], tb[k])
+
+
+def test_train_residual_bad_input(tmp_path: Path) -> None:
+    p = run_cli("train-residual", "rc_car", "--params", tmp_path / "none.yaml",
+                "--logs", tmp_path / "x.h5", "--out", tmp_path / "r.pt")
+    if "invalid choice" in p.stderr:  # not wired into realsim.cli yet: the module entry
+        import subprocess
+        import sys
+
+        p = subprocess.run([sys.executable, "-m", "dynamics.cli", "train-residual", "rc_car",
+                            "--params", str(tmp_path / "none.yaml"), "--logs", str(tmp_path / "x.h5"),
+                            "--out", str(tmp_path / "r.pt")], capture_output=True, text=True)
+    assert_one_line_error(p, "none.yaml")
+
+
+# ---------------------------------------------------------------------------------------
+# a known force law: extra drag F = -k |v| v on the chassis
+# ---------------------------------------------------------------------------------------
+K_DRAG = 0.12  # N s^2 / m^2
+
+
+def drag_law_episode(p: CarParams, ep: car_sim.ReplayInput, k: float, name: str) -> LogEpisode:
+    """The MuJoCo car plus drag -k |v| v (xfrc_applied at the chassis COM), Python step
+    loop; noise-free sensors written as a log episode."""
+    m = cached_model(p)
+    d = mujoco.MjData(m)
+    q, v = car_sim.initial_qpos_qvel(m, p, ep)
+    mujoco.mj_resetData(m, d)
+    d.qpos[:], d.qvel[:], d.time = q, v, float(ep.sensor_t[0])
+    K = ep.nstep
+    u = car_sim.control_sequence(ep.command_t, ep.action, p, float(ep.sensor_t[0]), K, ep.sensor_t, ep.vbat)
+    body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, C.CHASSIS_BODY)
+    sens = np.empty((K, m.nsensordata))
+    for i in range(K):
+        d.ctrl[:] = u[i]
+        vel = d.qvel[0:2]
+        d.xfrc_applied[body, 0:2] = -k * math.hypot(*vel) * vel
+        mujoco.mj_step(m, d)
+        sens[i] = d.sensordata
+    out = car_sim.sensors_on_times(sens, float(ep.sensor_t[0]), ep, p)
+    fields = {f: np.asarray(out[f], float) for f in ("enc_rad", "yaw_rate", "accel", "vbat")}
+    e = LogEpisode("law.h5", name, ep.command_t, ep.action, ep.sensor_t, fields)
+    e.signals = signals_of(ep.sensor_t, fields)
+    return e
+
+
+@pytest.mark.slow
+def test_residual_recovers_known_drag_law(tmp_path: Path) -> None:
+    from dynamics.train import TrainConfig, train_residual
+
+    p = CarParams()
+    eps = [drag_law_episode(p, ep, K_DRAG, f"ep_{i:06d}") for i, ep in enumerate(_episodes(8, 8.0, seed=3))]
+    cfg = TrainConfig(out=str(tmp_path / "law.pt"), holdout="0", outputs=("fx", "fy", "mz"),
+                      passes=3, epochs=15, horizon=25, history=2, logdir=str(tmp_path / "tb"))
+    res = train_residual(cfg, episodes=eps, log=lambda s: None)
+    # regress the learned longitudinal force against the law's regressor on the visited states
+    sim = load_simulator("rc_car", p, res.residual)
+    trajs = sim.rollout([car_sim.ReplayInput(e.cmd_t, e.cmd_action, e.sensor_t, e.sensors["vbat"]) for e in eps])
+    feat = np.concatenate([tr.feat[:-1] for tr in trajs])
+    fx = np.concatenate([tr.out[:, 0] for tr in trajs])
+    vx, vy = feat[:, 0], feat[:, 1]
+    x = -np.hypot(vx, vy) * vx
+    keep = np.abs(vx) > 0.5
+    k_hat = float(np.sum(fx[keep] * x[keep]) / np.sum(x[keep] ** 2))
+    assert abs(k_hat - K_DRAG) <= 0.1 * K_DRAG, k_hat
