@@ -1,0 +1,325 @@
+"""Behaviour cloning of action chunks with Lightning; checkpoints chosen by closed-loop success.
+
+- `ChunkDataModule`: in-memory `StudentData`, split by episode; batches are
+  gathered by fancy indexing (no worker processes: 2 CPU cores are better
+  spent on the network).
+- `StudentModule`: colour jitter FIRST (brightness, contrast, saturation, hue,
+  white balance: the sim-to-room gap is mostly light and colour), then shift,
+  blur and noise; masked L1 loss on the chunk (as ACT); AdamW, cosine decay.
+- `ClosedLoopSelection`: every `eval_every` epochs runs the robust closed-loop
+  evaluation (`student.evaluate`) and keeps the checkpoint with the highest
+  success. The validation loss is logged to TensorBoard next to it, and never
+  picks a model: it once picked the wrong ones.
+- `train_student(...)`: the whole of `realsim train-student`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+
+from student.config import StudentConfig
+from student.dataset import StudentData, load_dataset
+from student.evaluate import DEFAULT_ENV, EvalResult, Evaluator
+from student.model import StudentPolicy, frames_to_tensor
+from student.policy import checkpoint_dict, save_checkpoint
+
+Log = Callable[[str], None]
+
+
+# ---------------------------------------------------------------- data
+class _Index(Dataset):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+class _Collate:
+    """Indices -> batch dict: img (B,3,h,w) [0,1], tel (B,H+1,F), past (B,H,2), chunk (B,k,2), mask (B,k)."""
+
+    def __init__(self, data: StudentData, delay_prob: float, seed: int) -> None:
+        self.data, self.delay_prob = data, delay_prob
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, idx: list[int]) -> dict[str, torch.Tensor]:
+        d, i = self.data, np.asarray(idx)
+        f = d.frame[i]
+        if self.delay_prob > 0:
+            late = (self.rng.random(len(i)) < self.delay_prob) & (f > d.frame_lo[i])
+            f = f - late
+        return {"img": frames_to_tensor(d.frames[f]), "tel": torch.from_numpy(d.tel[i]),
+                "past": torch.from_numpy(d.past_actions[i]), "chunk": torch.from_numpy(d.chunk[i]),
+                "mask": torch.from_numpy(d.mask[i])}
+
+
+class ChunkDataModule(L.LightningDataModule):
+    def __init__(self, train: StudentData, val: StudentData, cfg: StudentConfig) -> None:
+        super().__init__()
+        self.train_data, self.val_data, self.cfg = train, val, cfg
+
+    def train_dataloader(self) -> DataLoader:
+        g = torch.Generator().manual_seed(self.cfg.seed)
+        return DataLoader(_Index(len(self.train_data)), batch_size=self.cfg.batch_size, shuffle=True,
+                          generator=g, drop_last=len(self.train_data) > self.cfg.batch_size,
+                          collate_fn=_Collate(self.train_data, self.cfg.frame_delay_prob, self.cfg.seed))
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(_Index(len(self.val_data)), batch_size=512, shuffle=False,
+                          collate_fn=_Collate(self.val_data, 0.0, 0))
+
+
+# ---------------------------------------------------------------- augmentation
+_YIQ = torch.tensor([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]])
+_RGB = torch.linalg.inv(_YIQ)
+
+
+def augment(img: torch.Tensor, cfg: StudentConfig, g: torch.Generator | None = None) -> torch.Tensor:
+    """Training augmentation of (B, 3, h, w) images in [0, 1]; colour jitter first."""
+    b = img.shape[0]
+
+    def u(lo: float, hi: float, *shape: int) -> torch.Tensor:
+        return lo + (hi - lo) * torch.rand(b, *shape, generator=g)
+
+    x = img.contiguous()  # channels_last is slower for these elementwise/pool ops
+    # colour: brightness, contrast, saturation, hue (rotation of the YIQ chroma), white balance
+    x = x * u(1 - cfg.brightness, 1 + cfg.brightness, 1, 1, 1)
+    gray = (x * _YIQ[0].view(1, 3, 1, 1)).sum(1, keepdim=True)
+    x = (x - gray.mean((2, 3), keepdim=True)) * u(1 - cfg.contrast, 1 + cfg.contrast, 1, 1, 1) \
+        + gray.mean((2, 3), keepdim=True)
+    gray = (x * _YIQ[0].view(1, 3, 1, 1)).sum(1, keepdim=True)
+    x = (x - gray) * u(1 - cfg.saturation, 1 + cfg.saturation, 1, 1, 1) + gray
+    if cfg.hue > 0:
+        th = u(-cfg.hue, cfg.hue) * 2 * math.pi
+        c, s = torch.cos(th), torch.sin(th)
+        rot = torch.zeros(b, 3, 3)
+        rot[:, 0, 0] = 1
+        rot[:, 1, 1], rot[:, 1, 2], rot[:, 2, 1], rot[:, 2, 2] = c, -s, s, c
+        m = _RGB @ rot @ _YIQ  # (B, 3, 3)
+        x = torch.bmm(m, x.reshape(b, 3, -1)).view_as(x)
+    x = x * u(1 - cfg.channel_gain, 1 + cfg.channel_gain, 3, 1, 1)
+    x = x.clamp(0, 1)
+    # geometry: a small random shift (camera mounting, pitch)
+    if cfg.shift_px > 0:
+        h, w = x.shape[2:]
+        theta = torch.zeros(b, 2, 3)
+        theta[:, 0, 0] = theta[:, 1, 1] = 1
+        theta[:, 0, 2] = u(-1, 1) * 2 * cfg.shift_px / w
+        theta[:, 1, 2] = u(-1, 1) * 2 * cfg.shift_px / h
+        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        x = F.grid_sample(x, grid, padding_mode="border", align_corners=False)
+    if cfg.blur_prob > 0:
+        pick = torch.flatten(torch.nonzero(torch.rand(b, generator=g) < cfg.blur_prob))
+        if len(pick):
+            x = x.clone()
+            x[pick] = F.avg_pool2d(x[pick], 3, stride=1, padding=1, count_include_pad=False)
+    if cfg.noise_std > 0:
+        x = x + cfg.noise_std * torch.rand(b, 1, 1, 1, generator=g) * torch.randn(x.shape, generator=g)
+    return x.clamp(0, 1).contiguous(memory_format=torch.channels_last)
+
+
+# ---------------------------------------------------------------- module
+def chunk_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Masked L1 over (B, k, 2) chunks."""
+    m = mask.unsqueeze(-1).float()
+    return ((pred - target).abs() * m).sum() / (m.sum() * pred.shape[-1]).clamp_min(1.0)
+
+
+class StudentModule(L.LightningModule):
+    def __init__(self, cfg: StudentConfig, tel_mean: np.ndarray, tel_std: np.ndarray,
+                 steps_per_epoch: int = 1) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.policy = StudentPolicy(cfg).to(memory_format=torch.channels_last)
+        self.policy.set_stats(tel_mean, tel_std)
+        self.steps_per_epoch = steps_per_epoch
+        self.gen = torch.Generator().manual_seed(cfg.seed + 1)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.policy(batch["img"], batch["tel"], batch["past"])
+
+    def training_step(self, batch: dict[str, torch.Tensor], _: int) -> torch.Tensor:
+        batch = {**batch, "img": augment(batch["img"], self.cfg, self.gen)}
+        loss = chunk_loss(self(batch), batch["chunk"], batch["mask"])
+        self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True,
+                 batch_size=len(batch["chunk"]))
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], _: int) -> None:
+        pred = self(batch)
+        loss = chunk_loss(pred, batch["chunk"], batch["mask"])
+        self.log("val_loss", loss, prog_bar=True, batch_size=len(batch["chunk"]))
+        self.log("val_loss_first", (pred[:, 0] - batch["chunk"][:, 0]).abs().mean(),
+                 batch_size=len(batch["chunk"]))
+
+    def configure_optimizers(self) -> Any:
+        opt = torch.optim.AdamW(self.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        total = max(1, self.cfg.epochs * self.steps_per_epoch)
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=self.cfg.lr, total_steps=total + 1,
+                                                    pct_start=0.1)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+# ---------------------------------------------------------------- selection
+class ClosedLoopSelection(L.Callback):
+    """Every `cfg.eval_every` epochs (and at the last): closed-loop sim success; keep the best.
+
+    The best checkpoint (highest success; a tie goes to the later epoch) is
+    written to `out`. `history` holds every evaluation: epoch, val_loss,
+    success, and the checkpoint path when `cfg.keep_all`.
+    """
+
+    def __init__(self, evaluator: Evaluator, cfg: StudentConfig, out: Path,
+                 meta: dict[str, Any], log: Log, t_start: float) -> None:
+        self.ev, self.cfg, self.out, self.meta, self.say = evaluator, cfg, out, meta, log
+        self.best = -1.0
+        self.best_epoch = -1
+        self.history: list[dict[str, Any]] = []
+        self.t_start = t_start
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        epoch = trainer.current_epoch
+        out_of_time = self.cfg.max_train_seconds > 0 and \
+            time.monotonic() - self.t_start > self.cfg.max_train_seconds
+        last = epoch + 1 >= self.cfg.epochs or out_of_time
+        if out_of_time:
+            trainer.should_stop = True
+        if (epoch + 1) % self.cfg.eval_every and not last:
+            return
+        assert isinstance(pl_module, StudentModule)
+        m = trainer.callback_metrics
+        val = float(m["val_loss"]) if "val_loss" in m else math.nan
+        tr = float(m["train_loss_epoch"]) if "train_loss_epoch" in m else math.nan
+        meta = {**self.meta, "epoch": epoch, "val_loss": val, "train_loss": tr}
+        ck = checkpoint_dict(pl_module.policy, self.cfg, meta)
+        t0 = time.monotonic()
+        res = self.ev.evaluate(ck, self.cfg.eval_episodes, self.cfg.eval_seed,
+                               action_noise=self.cfg.eval_action_noise, seconds=self.cfg.eval_seconds)
+        pl_module.log("sim_success", res.success_rate)
+        if trainer.logger is not None:
+            trainer.logger.log_metrics({"sim_success": res.success_rate, "val_loss_at_eval": val},
+                                       step=trainer.global_step)
+        rec = {"epoch": epoch, "val_loss": val, "train_loss": tr, "success": res.success_rate,
+               "episodes": len(res.episodes)}
+        if self.cfg.keep_all:
+            p = self.out.with_name(f"{self.out.stem}_epoch{epoch:03d}{self.out.suffix}")
+            save_checkpoint(p, pl_module.policy, self.cfg, {**meta, "sim_success": res.success_rate})
+            rec["checkpoint"] = str(p)
+        self.history.append(rec)
+        better = res.success_rate >= self.best
+        self.say(f"epoch {epoch + 1}: train_loss {tr:.4f} val_loss {val:.4f}  {res.summary()} "
+                 f"[{time.monotonic() - t0:.0f} s]{'  <- best' if better else ''}")
+        if better:
+            self.best, self.best_epoch = res.success_rate, epoch
+            save_checkpoint(self.out, pl_module.policy, self.cfg,
+                            {**meta, "sim_success": res.success_rate,
+                             "selection_episodes": len(res.episodes)})
+
+
+def check_input_resolution(cfg: StudentConfig, log: Log) -> None:
+    """Warn when the input is too coarse for the cone (`realsim.footprint`), before training.
+
+    Halving the input resolution once took success to zero: the cone, 1 to 3 m
+    away at the start, is only a few input pixels. A warning, not an error: the
+    closed-loop evaluation is the judge.
+    """
+    if cfg.footprint_samples <= 0:
+        log("note: footprint check skipped (footprint_samples = 0)")
+        return
+    try:
+        from realsim.footprint import check_footprint
+    except ImportError:
+        log("note: realsim.footprint is not available; input resolution not checked")
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rep = check_footprint(cfg.image_width, cfg.footprint_floor_px, n=cfg.footprint_samples)
+    for w in caught:
+        log(f"warning: {w.message}")
+    if getattr(rep, "warn", False):
+        warnings.warn(f"input {cfg.image_width} px: the cone is below {cfg.footprint_floor_px} px "
+                      "in more than 5 % of starts", stacklevel=2)
+    else:
+        log(f"input {cfg.image_width} px: cone footprint median {getattr(rep, 'median', float('nan')):.0f} px, "
+            f"5th percentile {getattr(rep, 'p5', float('nan')):.0f} px (floor {cfg.footprint_floor_px} px)")
+
+
+def training_threads(asked: int) -> int:
+    """`asked`, or for 0: all cores if the load average leaves them free, else 1."""
+    if asked > 0:
+        return asked
+    n = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    return n if load < 0.5 * n else 1
+
+
+# ---------------------------------------------------------------- entry point
+def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfig, *,
+                  env_spec: str = DEFAULT_ENV, env_kwargs: dict[str, Any] | None = None,
+                  log: Log = print, tb_dir: str | Path | None = None,
+                  final_eval: bool = True) -> dict[str, Any]:
+    """Train, select by closed-loop success, re-evaluate the selected checkpoint on fresh seeds.
+
+    Returns {"checkpoint", "selected_epoch", "selection_success", "success", "episodes", "history"}.
+    """
+    t_start = time.monotonic()
+    out = Path(out)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    torch.set_num_threads(training_threads(cfg.threads))
+    check_input_resolution(cfg, log)
+    all_data = load_dataset(data, cfg, log=log)
+    train, val = all_data.split(cfg.val_fraction, cfg.seed)
+    if len(val) == 0:
+        val = train.subset(np.arange(min(len(train), 512)))
+    mean, std = train.telemetry_stats()
+    log(f"train {len(train)} samples / val {len(val)} samples; loaded in {time.monotonic() - t_start:.0f} s")
+    dm = ChunkDataModule(train, val, cfg)
+    steps = max(1, len(train) // cfg.batch_size)
+    module = StudentModule(cfg, mean, std, steps)
+    meta = {"data": [str(p) for p in data], "train_samples": len(train), "val_samples": len(val)}
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    tb = TensorBoardLogger(str(tb_dir or out.parent / f"{out.stem}_tb"), name="", version="")
+    with Evaluator(cfg.eval_workers, env_spec, env_kwargs) as ev:
+        sel = ClosedLoopSelection(ev, cfg, out, meta, log, t_start)
+        trainer = L.Trainer(max_epochs=cfg.epochs, accelerator="cpu", devices=1, logger=tb,
+                            callbacks=[sel], enable_checkpointing=False, enable_progress_bar=False,
+                            enable_model_summary=False, log_every_n_steps=20,
+                            num_sanity_val_steps=0, deterministic=False)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", ".*does not have many workers.*")
+            warnings.filterwarnings("ignore", ".*LeafSpec.*")
+            trainer.fit(module, datamodule=dm)
+        result: dict[str, Any] = {"checkpoint": str(out), "selected_epoch": sel.best_epoch,
+                                  "selection_success": sel.best, "history": sel.history}
+        if final_eval and cfg.final_eval_episodes > 0:
+            ck = torch.load(out, weights_only=True)
+            res: EvalResult = ev.evaluate(ck, cfg.final_eval_episodes, cfg.eval_seed + 100_000,
+                                          action_noise=cfg.eval_action_noise, seconds=cfg.eval_seconds)
+            ck["meta"]["sim_success_final"] = res.success_rate
+            ck["meta"]["final_episodes"] = len(res.episodes)
+            torch.save(ck, out)
+            log(f"selected epoch {sel.best_epoch + 1}; fresh seeds: {res.summary()}")
+            result.update(success=res.success_rate, episodes=len(res.episodes))
+        else:
+            result.update(success=sel.best, episodes=cfg.eval_episodes)
+    result["seconds"] = time.monotonic() - t_start
+    return result

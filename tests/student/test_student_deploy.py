@@ -1,0 +1,58 @@
+"""`deploy` and `record --driver policy:CKPT` on the emulated car (slow: real time)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+from student_helpers import synthetic_log
+
+from realsim.errors import UserError
+
+
+def _ckpt(tmp_path: Path) -> Path:
+    from student.config import StudentConfig
+    from student.dataset import load_dataset
+    from student.policy import save_checkpoint
+    from student.train import StudentModule
+
+    cfg = StudentConfig(image_width=32, channels=(8, 16), feature_dim=32, hidden_dim=64, chunk_len=5)
+    data = load_dataset([synthetic_log(tmp_path / "d.h5", episodes=2)], cfg)
+    p = tmp_path / "c.pt"
+    save_checkpoint(p, StudentModule(cfg, *data.telemetry_stats()).policy, cfg)
+    return p
+
+
+def test_deploy_rejects_bad_input(tmp_path: Path) -> None:
+    from student.cli import add_deploy_arguments, cmd_deploy
+
+    p = argparse.ArgumentParser()
+    add_deploy_arguments(p)
+    a = p.parse_args(["rc_car", "--policy", str(tmp_path / "nope.pt"), "--port", "/dev/null",
+                      "--camera", "x", "--episodes", "1", "--out", str(tmp_path / "o.h5")])
+    with pytest.raises(UserError, match="no such file"):
+        cmd_deploy(a)
+    a.robot = "arm"
+    with pytest.raises(UserError, match="rc_car"):
+        cmd_deploy(a)
+
+
+@pytest.mark.slow
+def test_deploy_on_the_emulator_prints_the_jdg_success_rate(tmp_path: Path, emulated_car, capsys) -> None:  # noqa: ANN001
+    from realsim.logs import LogReader
+    from student.cli import add_deploy_arguments, cmd_deploy
+
+    ck = _ckpt(tmp_path)
+    p = argparse.ArgumentParser()
+    add_deploy_arguments(p)
+    out = tmp_path / "dep.h5"
+    a = p.parse_args(["rc_car", "--policy", str(ck), "--port", emulated_car.port, "--camera",
+                      emulated_car.camera, "--episodes", "2", "--out", str(out), "--seconds", "2"])
+    assert cmd_deploy(a) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("episodes=2 judged=2 success=")
+    with LogReader(out) as r:
+        eps = list(r.episodes())
+    assert len(eps) == 2 and all(e.driver == f"policy:{ck}" for e in eps)
+    assert all(len(e.command) > 50 and len(e.cameras["front"]) > 10 for e in eps)
