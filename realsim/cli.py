@@ -44,10 +44,10 @@ def cmd_emulate(a: argparse.Namespace) -> int:
         _existing_file(a.reality)
     if a.robot == "rc_car":
         from hardware.emulators.rc_car import run
-
-        run(seed=a.seed, reality=a.reality, camera_port=a.camera_port)
-        return 0
-    raise UserError("emulate arm: the arm emulator is not built yet (issue 7)")
+    else:
+        from hardware.emulators.arm import run
+    run(seed=a.seed, reality=a.reality, camera_port=a.camera_port)
+    return 0
 
 
 # ---------------------------------------------------------------- record
@@ -81,10 +81,10 @@ def _make_source(robot: str, driver: str, seconds: float, seed: int):
 
 def cmd_record(a: argparse.Namespace) -> int:
     check_robot(a.robot)
-    if a.robot != "rc_car":
-        raise UserError("record arm: the arm driver is not built yet (issue 7)")
     if a.episodes < 1 or a.seconds <= 0 or a.rate <= 0:
         raise UserError("record: --episodes, --seconds and --rate must be positive")
+    if a.robot == "arm":
+        return _record_arm(a)
     from hardware.camera import CameraReader, parse_camera_spec
     from hardware.rc_car import RcCarDriver
     from hardware.recorder import CarRecorder
@@ -145,6 +145,23 @@ def cmd_cycle(a: argparse.Namespace) -> int:
     return 0
 
 
+def _record_arm(a: argparse.Namespace) -> int:
+    from hardware.arm_recorder import record_arm
+
+    kind, _, arg = a.driver.partition(":")
+    if kind == "excite":
+        driver = a.driver
+    elif kind == "policy":
+        driver = _make_source(a.robot, a.driver, a.seconds, a.seed)
+    else:
+        raise UserError(f"record arm: driver {a.driver!r} is not available for the arm "
+                        "(excite:sine|steps|smooth or policy:<checkpoint>)")
+    names = record_arm(a.port, a.camera, a.control, a.episodes, a.seconds, driver, a.out,
+                       seed=a.seed, resume=a.resume, rate_hz=a.rate)
+    print(f"recorded {len(names)} episodes into {a.out}: {', '.join(names)}")
+    return 0
+
+
 # ---------------------------------------------------------------- logs
 def cmd_logs(a: argparse.Namespace) -> int:
     from realsim.logs import summarize
@@ -200,6 +217,20 @@ def build_parser() -> argparse.ArgumentParser:
                        "and log its episodes")
     add_teach_arguments(t)
     t.set_defaults(func=cmd_teach)
+
+    from dynamics.cli import add_train_residual_arguments, cmd_train_residual
+    from student.cli import add_deploy_arguments, add_train_arguments, cmd_deploy, cmd_train_student
+
+    tr = sub.add_parser("train-residual", help="learn what the fitted simulator still gets wrong")
+    add_train_residual_arguments(tr)
+    tr.set_defaults(func=cmd_train_residual)
+    ts = sub.add_parser("train-student", help="train the student on robot-legal streams; "
+                        "select by closed-loop success")
+    add_train_arguments(ts)
+    ts.set_defaults(func=cmd_train_student)
+    dp = sub.add_parser("deploy", help="run a student policy on the robot and record it")
+    add_deploy_arguments(dp)
+    dp.set_defaults(func=cmd_deploy)
 
     lg = sub.add_parser("logs", help="summarise a log file: episodes, rates, gaps, completeness")
     lg.add_argument("file")
