@@ -74,8 +74,11 @@ class PhaseLock:
     rate clock, so period jitter stays that of `time.sleep`.
     """
 
-    def __init__(self, period: float, lead: float = 0.004, gain: float = 0.1) -> None:
-        self.period, self.lead, self.gain = period, lead, gain
+    def __init__(self, period: float, lead: float = 0.004, gain: float = 0.1,
+                 max_step: float = 0.0003) -> None:
+        # max_step: a late telemetry line (host busy) must not jerk the loop's period;
+        # the phase drifts only slowly (clock ppm), so small steps always keep up.
+        self.period, self.lead, self.gain, self.max_step = period, lead, gain, max_step
         self.next = time.monotonic() + period
 
     def correct(self, last_tlm: float | None, tlm_period: float | None) -> None:
@@ -85,7 +88,7 @@ class PhaseLock:
             return  # different rates: nothing to lock to
         target = last_tlm + tlm_period - self.lead
         err = (target - self.next + self.period / 2) % self.period - self.period / 2
-        self.next += self.gain * err
+        self.next += max(-self.max_step, min(self.max_step, self.gain * err))
 
     def wait(self) -> float:
         """Sleep until the next tick; return how late (s) the tick is."""
