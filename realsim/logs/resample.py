@@ -133,3 +133,28 @@ def device_timeline(t_host: np.ndarray, t_device: np.ndarray, quantile: float = 
     out = th.copy()
     out[ok] = a + b * x
     return np.maximum.accumulate(out)
+
+
+def step_average(
+    ev_t: np.ndarray, ev_v: np.ndarray, before: np.ndarray, grid: np.ndarray
+) -> np.ndarray:
+    """Exact mean of a piecewise-constant signal over each [grid[k], grid[k+1]].
+
+    From ev_t[j] on the signal is ev_v[j]; before ev_t[0] it is `before`. Used to
+    turn logged commands into per-physics-step controls.
+
+    ev_t (J,), ev_v (J, c), before (c,), grid (K+1,) increasing -> Shape: (K, c).
+    """
+    grid = np.asarray(grid, dtype=np.float64)
+    if len(ev_t) == 0:
+        return np.tile(before, (len(grid) - 1, 1))
+    # integral F(s) from a reference time, piecewise linear with kinks at the events
+    ref = min(ev_t[0], grid[0]) - 1.0
+    seg_t = np.r_[ref, ev_t]
+    seg_v = np.vstack([before, ev_v])
+    cum = np.vstack(
+        [np.zeros((1, seg_v.shape[1])), np.cumsum(seg_v[:-1] * np.diff(seg_t)[:, None], axis=0)]
+    )
+    j = np.searchsorted(seg_t, grid, side="right") - 1
+    F = cum[j] + seg_v[j] * (grid - seg_t[j])[:, None]
+    return np.diff(F, axis=0) / np.diff(grid)[:, None]

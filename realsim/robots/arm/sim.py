@@ -28,6 +28,7 @@ import numpy as np
 from mujoco import rollout as mj_rollout
 from scipy.signal import lfilter
 
+from realsim.logs.resample import step_average
 from realsim.robots.arm import constants as C
 from realsim.robots.arm.model import ArmLayout, build_spec, cached_model, max_force, rest_qpos
 from realsim.robots.arm.params import ArmParams
@@ -51,28 +52,6 @@ def goal_to_action(goal: np.ndarray) -> np.ndarray:
     """Goals (..., 6) -> normalised actions in [-1, 1] (log_format.md, arm)."""
     g = np.asarray(goal, dtype=np.float64)
     return np.clip(2.0 * (g - LO) / (HI - LO) - 1.0, -1.0, 1.0)
-
-
-def step_average(
-    ev_t: np.ndarray, ev_v: np.ndarray, before: np.ndarray, grid: np.ndarray
-) -> np.ndarray:
-    """Exact mean of a piecewise-constant signal over each [grid[k], grid[k+1]].
-
-    From ev_t[j] on the signal is ev_v[j]; before ev_t[0] it is `before`.
-    ev_t (J,) sorted, ev_v (J, c), before (c,), grid (K+1,) increasing -> Shape: (K, c).
-    """
-    grid = np.asarray(grid, dtype=np.float64)
-    if len(ev_t) == 0:
-        return np.tile(before, (len(grid) - 1, 1))
-    ref = min(ev_t[0], grid[0]) - 1.0
-    seg_t = np.r_[ref, ev_t]
-    seg_v = np.vstack([before, ev_v])
-    cum = np.vstack(
-        [np.zeros((1, seg_v.shape[1])), np.cumsum(seg_v[:-1] * np.diff(seg_t)[:, None], axis=0)]
-    )
-    j = np.searchsorted(seg_t, grid, side="right") - 1
-    F = cum[j] + seg_v[j] * (grid - seg_t[j])[:, None]
-    return np.diff(F, axis=0) / np.diff(grid)[:, None]
 
 
 def goal_sequence(

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from realsim.logs.resample import step_average  # noqa: F401  (re-exported for callers)
 from realsim.robots.rc_car import constants as C
 
 # index of each signal in the per-command value vector (before multiplying duty by Vbat)
@@ -100,28 +101,6 @@ def command_events(
     all_v = np.vstack([vals, np.tile(neutral, (len(trips_t), 1))])
     order = np.argsort(all_t, kind="stable")  # a trip never ties with a command
     return all_t[order], all_v[order], neutral
-
-
-def step_average(
-    ev_t: np.ndarray, ev_v: np.ndarray, before: np.ndarray, grid: np.ndarray
-) -> np.ndarray:
-    """Exact mean of the piecewise-constant signal over each [grid[k], grid[k+1]].
-
-    ev_t (J,), ev_v (J, c), before (c,), grid (K+1,) increasing -> Shape: (K, c).
-    """
-    grid = np.asarray(grid, dtype=np.float64)
-    if len(ev_t) == 0:
-        return np.tile(before, (len(grid) - 1, 1))
-    # integral F(s) from a reference time, piecewise linear with kinks at the events
-    ref = min(ev_t[0], grid[0]) - 1.0
-    seg_t = np.r_[ref, ev_t]
-    seg_v = np.vstack([before, ev_v])
-    cum = np.vstack(
-        [np.zeros((1, seg_v.shape[1])), np.cumsum(seg_v[:-1] * np.diff(seg_t)[:, None], axis=0)]
-    )
-    j = np.searchsorted(seg_t, grid, side="right") - 1
-    F = cum[j] + seg_v[j] * (grid - seg_t[j])[:, None]
-    return np.diff(F, axis=0) / np.diff(grid)[:, None]
 
 
 def control_sequence(
