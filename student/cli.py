@@ -1,6 +1,7 @@
 """The student's CLI verbs, for `realsim.cli` to wire (spec/cli.md rows train-student, deploy).
 
     realsim train-student ROBOT --data DATA.h5 [DATA.h5 ...] --out CKPT [--config FILE]
+        [--set KEY=VALUE ...] [--init CKPT] [--params PARAMS.yaml] [--residual CKPT]
     realsim deploy ROBOT --policy CKPT --port PORT --camera SRC [--control PORT] --episodes N --out FILE.h5
 
 Wiring::
@@ -18,10 +19,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from realsim.errors import UserError
 from student.deploy import add_deploy_arguments, cmd_deploy
+
+if TYPE_CHECKING:
+    from student.config import StudentConfig
 
 __all__ = ["add_deploy_arguments", "add_train_arguments", "cmd_deploy", "cmd_train_student"]
 
@@ -34,6 +38,16 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (YAML value), e.g. --set epochs=4; repeatable")
     p.add_argument("--tensorboard", help="TensorBoard log folder (default: next to --out)")
+    p.add_argument("--init", metavar="CKPT",
+                   help="fine-tune: start from this student checkpoint's weights and config "
+                   "(keys in --config/--set still override, e.g. --set epochs=4 --set lr=3e-4; "
+                   "keys that change the network's shape are refused)")
+    p.add_argument("--params", metavar="PARAMS.yaml",
+                   help="fitted params (`realsim fit`): the closed-loop selection and final "
+                   "evaluation randomize the simulator around them (default: datasheet ranges)")
+    p.add_argument("--residual", metavar="CKPT",
+                   help="residual dynamics checkpoint (`realsim train-residual`): the closed-loop "
+                   "selection and final evaluation run the hybrid simulator")
 
 
 def _overrides(items: list[str]) -> dict[str, Any]:
@@ -48,6 +62,28 @@ def _overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _config(path: str | None, init: str | None) -> StudentConfig:
+    """The run's config before --set: defaults < --init checkpoint's config < --config file.
+
+    With --init only the keys the --config file names override the checkpoint's own."""
+    from student.config import StudentConfig
+
+    file_cfg = StudentConfig.load(path)  # validates the file; defaults without one
+    if init is None:
+        return file_cfg
+    from student.policy import load_checkpoint
+
+    _, cfg, _ = load_checkpoint(init)  # UserError: missing or not a student checkpoint
+    if path is None:
+        return cfg
+    import yaml
+
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    raw = raw.get("student", raw)
+    named = file_cfg.as_dict()
+    return StudentConfig.from_dict({**cfg.as_dict(), **{k: named[k] for k in raw}})
+
+
 def cmd_train_student(a: argparse.Namespace) -> int:
     if a.robot != "rc_car":
         raise UserError(f"train-student {a.robot}: the student drives rc_car only (the arm is issue 7)")
@@ -57,18 +93,28 @@ def cmd_train_student(a: argparse.Namespace) -> int:
     os.environ.setdefault("MUJOCO_GL", "egl")
     from student.config import StudentConfig
 
-    cfg = StudentConfig.load(a.config)
+    init = getattr(a, "init", None)
+    cfg = _config(a.config, init)
     ov = _overrides(getattr(a, "set", []) or [])
     if ov:
         try:
             cfg = StudentConfig.from_dict({**cfg.as_dict(), **ov})
         except TypeError as e:
             raise UserError(f"--set: {e}") from None
-    from student.train import train_student
+    from student.evaluate import corrected_sim_kwargs
+
+    env_kwargs = corrected_sim_kwargs(getattr(a, "params", None), getattr(a, "residual", None))
+    from student.train import load_init_weights, train_student  # lightning: slow to import
+
+    if init is not None:  # a shape-changing --set fails now, before the data is loaded
+        from student.model import StudentPolicy
+
+        load_init_weights(StudentPolicy(cfg), init)
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    res = train_student(a.data, a.out, cfg, log=log, tb_dir=getattr(a, "tensorboard", None))
+    res = train_student(a.data, a.out, cfg, log=log, tb_dir=getattr(a, "tensorboard", None),
+                        env_kwargs=env_kwargs, init=init)
     print(f"checkpoint={a.out} episodes={res['episodes']} success={res['success']:.3f}")
     return 0

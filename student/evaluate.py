@@ -50,6 +50,36 @@ class EvalResult:
                 f"(distractor off {bd[False]:.1%}, on {bd[True]:.1%})")
 
 
+def corrected_sim_kwargs(params: str | os.PathLike[str] | None = None,
+                         residual: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Keyword arguments of `CarTaskEnv` for the corrected simulator (empty: nominal).
+
+    params: a fitted params.yaml: randomization centred on the fit. residual: a residual
+    checkpoint: hybrid physics (each evaluation worker loads it once, weights_only=True).
+    Both files are read here, so a bad one is a one-line UserError before any episode
+    runs; the kwargs carry the loaded `CarParams` and the residual's absolute path.
+    """
+    from pathlib import Path
+
+    from realsim.errors import UserError
+
+    kw: dict[str, Any] = {}
+    if params is not None:
+        from realsim.robots.rc_car.params import CarParams
+
+        if not Path(params).is_file():
+            raise UserError(f"no such parameter file: {params}")
+        kw["params"] = CarParams.from_yaml(Path(params))
+    if residual is not None:
+        from realsim.residual import load_residual
+
+        res = load_residual(residual)  # UserError: missing, corrupt, not a residual
+        if res.cfg.robot != "rc_car":
+            raise UserError(f"{residual}: residual checkpoint for {res.cfg.robot}, not rc_car")
+        kw["residual"] = str(Path(residual).resolve())
+    return kw
+
+
 def episode_plan(n: int, seed0: int) -> list[tuple[int, bool]]:
     """(seed, distractor) for n episodes: consecutive seeds, distractor on every other one."""
     return [(seed0 + i, bool(i % 2)) for i in range(n)]

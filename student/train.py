@@ -259,6 +259,22 @@ def check_input_resolution(cfg: StudentConfig, log: Log) -> None:
             f"5th percentile {getattr(rep, 'p5', float('nan')):.0f} px (floor {cfg.footprint_floor_px} px)")
 
 
+def load_init_weights(policy: StudentPolicy, init: str | Path) -> None:
+    """Copy a student checkpoint's weights (and telemetry stats) into `policy`, in place.
+
+    UserError, one line, for a file that is no student checkpoint or whose network
+    shapes differ from `policy`'s (a --set that changes them)."""
+    from realsim.errors import UserError
+    from student.policy import load_checkpoint
+
+    model, _, _ = load_checkpoint(init)  # weights_only=True; UserError for a foreign file
+    try:
+        policy.load_state_dict(model.state_dict())
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"--init: its network does not match the config ({first})") from None
+
+
 def training_threads(asked: int) -> int:
     """`asked`, or for 0: all cores if the load average leaves them free, else 1."""
     if asked > 0:
@@ -275,8 +291,14 @@ def training_threads(asked: int) -> int:
 def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfig, *,
                   env_spec: str = DEFAULT_ENV, env_kwargs: dict[str, Any] | None = None,
                   log: Log = print, tb_dir: str | Path | None = None,
-                  final_eval: bool = True) -> dict[str, Any]:
+                  final_eval: bool = True, init: str | Path | None = None) -> dict[str, Any]:
     """Train, select by closed-loop success, re-evaluate the selected checkpoint on fresh seeds.
+
+    env_kwargs: the evaluation environment's arguments (for the car: `params`, `residual`
+    of the corrected simulator; see `student.evaluate.corrected_sim_kwargs`).
+    init: a student checkpoint file to fine-tune from: its weights and telemetry
+    normalisation replace the fresh ones (its network must match `cfg`'s; the CLI starts
+    `cfg` from the checkpoint's own config); None trains from scratch.
 
     Returns {"checkpoint", "selected_epoch", "selection_success", "success", "episodes", "history"}.
     """
@@ -295,6 +317,10 @@ def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfi
     steps = max(1, len(train) // cfg.batch_size)
     module = StudentModule(cfg, mean, std, steps)
     meta = {"data": [str(p) for p in data], "train_samples": len(train), "val_samples": len(val)}
+    if init is not None:
+        load_init_weights(module.policy, init)
+        meta["init"] = str(init)
+        log(f"fine-tuning from {init} (its weights and telemetry normalisation)")
     from lightning.pytorch.loggers import TensorBoardLogger
 
     tb = TensorBoardLogger(str(tb_dir or out.parent / f"{out.stem}_tb"), name="", version="")

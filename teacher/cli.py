@@ -25,7 +25,10 @@ def add_teach_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--episodes", type=int, required=True, help="episodes the file should hold")
     p.add_argument("--out", required=True, help="log file to write (appended to, resumable)")
     p.add_argument("--params", help="fitted params.yaml: centre the randomization on it")
-    p.add_argument("--residual", help="residual dynamics checkpoint (hybrid simulator)")
+    p.add_argument("--residual", metavar="CKPT",
+                   help="residual dynamics checkpoint (`realsim train-residual`): every "
+                   "episode runs through the hybrid simulator, the residual inside each "
+                   "physics step")
     p.add_argument("--seed", type=int, default=0, help="run seed; episode k uses (seed, k)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--config", help="randomization.yaml overriding realsim.randomization defaults")
@@ -51,17 +54,32 @@ def cmd_teach(args: argparse.Namespace) -> int:
         if not Path(args.params).is_file():
             raise UserError(f"no such file: {args.params}")
         params = CarParams.from_yaml(args.params).to_dict()
+    residual = None
     if args.residual is not None:
-        if not Path(args.residual).is_file():
-            raise UserError(f"no such file: {args.residual}")
-        raise UserError(
-            f"--residual {args.residual}: no residual model loader exists yet (issue 4)"
-        )
+        residual = _check_residual(args.robot, args.residual)
     rand = Randomization.from_yaml(args.config) if args.config else Randomization()
     from teacher.generate import TeachConfig, teach
 
-    cfg = TeachConfig(seed=int(args.seed), params=params, randomization=rand.to_dict())
+    cfg = TeachConfig(
+        seed=int(args.seed), params=params, randomization=rand.to_dict(), residual=residual
+    )
     s = teach(args.out, args.episodes, cfg, workers=args.workers, progress=not args.no_progress)
     rate = f"{s.success_rate:.3f}" if s.written else "nan"
     print(f"episodes={s.total} written={s.written} success={rate} out={args.out}")
     return 0
+
+
+def _check_residual(robot: str, path: str) -> str:
+    """Load the residual checkpoint once here, so a bad file fails before any worker starts.
+
+    Returns its absolute path (what the workers load). UserError: missing, unreadable,
+    not a residual checkpoint, or another robot's."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"no such file: {path}")
+    from realsim.residual import load_residual
+
+    res = load_residual(p)
+    if res.cfg.robot != robot:
+        raise UserError(f"{path}: residual checkpoint for {res.cfg.robot}, not {robot}")
+    return str(p.resolve())

@@ -5,6 +5,9 @@ written in the log format (spec/log_format.md) with source="sim" and the privile
   gives the same episode (actions, sensors, JPEG bytes) whatever the worker count.
 - Worker processes (a spawn-context process pool) each run whole episodes and return
   them as plain arrays; the parent is the only writer and writes them in episode order.
+- With a residual checkpoint (`TeachConfig.residual`), each worker loads it once and
+  runs its episodes through the hybrid simulator (`realsim.sim.HybridCarSim`); the
+  randomized world is drawn exactly as without it.
 - Resumable: every teacher episode carries attrs ``teach_index``, ``teach_seed`` and
   ``teach_config`` (a hash of everything that shapes an episode); a rerun with the same
   arguments skips the indices already complete in the file and goes on to N. An episode
@@ -22,6 +25,7 @@ success and score from the task judge.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing as mp
@@ -50,17 +54,40 @@ class TeachConfig:
     image_size: tuple[int, int] = (240, 320)
     control_hz: float = 50.0
     camera_fps: float = 20.0
+    residual: str | None = None  # residual checkpoint path (None: no residual); each worker
+    # loads it once (weights_only=True) and runs its episodes through the hybrid simulator
 
     def digest(self) -> str:
-        """Short hash of everything but the seed (stored per episode, checked on resume)."""
-        d = {
+        """Short hash of everything but the seed (stored per episode, checked on resume).
+
+        With a residual, the hash covers the checkpoint's bytes (not its path): the same
+        model under another name resumes, a retrained one does not."""
+        d: dict[str, Any] = {
             "params": self.params,
             "randomization": Randomization.from_dict(self.randomization).to_dict(),
             "image_size": list(self.image_size),
             "control_hz": self.control_hz,
             "camera_fps": self.camera_fps,
         }
+        if self.residual is not None:  # absent without one: older files still resume
+            d["residual"] = _file_sha1(self.residual)
         return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _file_sha1(path: str) -> str:
+    """SHA-1 of a file's bytes (cached per path, size and mtime). Missing: UserError."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        raise UserError(f"no such residual checkpoint: {p}") from None
+    return _sha1_cached(str(p.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _sha1_cached(path: str, size: int, mtime_ns: int) -> str:
+    """SHA-1 of `path`'s bytes; size and mtime_ns only key the cache."""
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()
 
 
 @dataclass
@@ -103,6 +130,7 @@ def _env(cfg: TeachConfig) -> Any:
             image_size=cfg.image_size,
             control_hz=cfg.control_hz,
             camera_fps=cfg.camera_fps,
+            residual=cfg.residual,  # loaded here, once per worker process
         )
         _ENV_CACHE[key] = env
     return env

@@ -9,7 +9,9 @@ student's closed-loop evaluation both run:
 
 - physics through `CarSim` (latency, deadband, servo, battery; its own timestep),
   control at `control_hz`, one telemetry sample per control step (the log's rc_car
-  fields);
+  fields); given a learned residual (issue 4), through `realsim.sim.HybridCarSim`
+  instead: the same physics with the residual's bounded force applied inside every
+  MuJoCo step;
 - the `front` camera rendered at 20 frames/s at 320x240 with the episode's randomized
   look, barrel distortion, white balance, blur, sensor noise and JPEG; each frame arrives
   one camera latency after its exposure, as on the real Wi-Fi camera;
@@ -28,7 +30,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -43,6 +45,9 @@ from realsim.robots.rc_car.actuation import StreamingActuation  # noqa: E402
 from realsim.robots.rc_car.model import FLOOR_CONAFFINITY, add_tyre_contacts, build_spec  # noqa: E402
 from realsim.robots.rc_car.params import CarParams  # noqa: E402
 from realsim.robots.rc_car.sim import Battery, CarSim  # noqa: E402
+
+if TYPE_CHECKING:
+    from realsim.residual import Residual
 
 CONE_GEOMS = ("cone_base", "cone_body")
 """Geoms of the orange cone (segmentation: the footprint check counts these)."""
@@ -333,8 +338,14 @@ class CarTaskEnv:
         given (a fit): drawn around it (its ci95, else `Randomization.fitted_spread`).
     randomization: what varies per episode (defaults if None; `Randomization.none()` for
         a fixed world). image_size: (H, W) of the camera
-        (320x240, the real camera's). residual: hybrid-sim hook (issue 4); only None is
-        supported yet. render: False skips the camera (teacher checks, recoverability).
+        (320x240, the real camera's).
+    residual: a learned residual (`realsim.residual.Residual`, or the path of its
+        checkpoint, loaded with ``weights_only=True``; a foreign or corrupt file is a
+        `UserError`). Given one, every episode runs through `realsim.sim.HybridCarSim`:
+        the physics parameters are drawn exactly as without it, and the residual's
+        force is applied inside every physics step (its history restarts at `reset`).
+        None (default): plain `CarSim`, unchanged.
+    render: False skips the camera (teacher checks, recoverability).
     """
 
     def __init__(
@@ -344,11 +355,10 @@ class CarTaskEnv:
         image_size: tuple[int, int] = (C.CAMERA_HEIGHT, C.CAMERA_WIDTH),
         control_hz: float = 50.0,
         camera_fps: float = 20.0,
-        residual: Any = None,
+        residual: Residual | str | os.PathLike[str] | None = None,
         render: bool = True,
     ) -> None:
-        if residual is not None:
-            raise NotImplementedError("CarTaskEnv: residual dynamics are not supported yet")
+        self.residual = _load_residual(residual)
         self.params = params or CarParams()
         self.fitted = params is not None  # randomize around given params, else datasheet
         self.randomization = randomization or Randomization()
@@ -405,7 +415,12 @@ class CarTaskEnv:
             self.camera = None
         self.scene, self.draw = scene, draw
         spec = build_scene_spec(draw, scene)
-        self.sim = CarSim(draw.params, spec=spec, noise=True)
+        if self.residual is None:
+            self.sim = CarSim(draw.params, spec=spec, noise=True)
+        else:
+            from realsim.sim import HybridCarSim
+
+            self.sim = HybridCarSim(draw.params, self.residual, spec=spec, noise=True)
         if self.render:
             self.camera = CameraPipeline(self.sim.model, draw, self.image_size)
 
@@ -497,8 +512,9 @@ class CarTaskEnv:
     # --- state -----------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         """The complete simulator state (physics, actuation queue, battery, noise streams,
-        camera schedule, judge, scene and draw): `set_state` on any CarTaskEnv resumes
-        exactly from here."""
+        camera schedule, judge, scene and draw, and the residual hook's history and held
+        force when there is a residual): `set_state` on any CarTaskEnv with the same
+        residual resumes exactly from here."""
         assert self.sim is not None
         s, m, d = self.sim, self.sim.model, self.sim.data
         phys = np.empty(mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_INTEGRATION))
@@ -516,6 +532,7 @@ class CarTaskEnv:
             "next_capture": self._next_capture,
             "pending": list(self._pending),
             "judge": copy.copy(self.judge.__dict__),
+            "hook": _hook_state(s),
         }
 
     def set_state(self, state: dict[str, Any], params: CarParams | None = None) -> None:
@@ -546,3 +563,31 @@ class CarTaskEnv:
         self.judge = task.TaskJudge(state["scene"])
         self.judge.__dict__.update(copy.copy(state["judge"]))
         self.judge.scene = state["scene"]
+        hook = getattr(s, "hook", None)
+        if hook is not None and state.get("hook") is not None:
+            hook.__dict__.update(copy.deepcopy(state["hook"]))
+        elif hook is not None:
+            hook.reset()
+
+
+def _load_residual(residual: Residual | str | os.PathLike[str] | None) -> Residual | None:
+    """A loaded rc_car residual from a `Residual` or a checkpoint path (None stays None).
+
+    Raises UserError for a missing, corrupt or other robot's checkpoint."""
+    if residual is None:
+        return None
+    from realsim.errors import UserError
+    from realsim.residual import load_residual
+
+    res = load_residual(residual) if isinstance(residual, (str, os.PathLike)) else residual
+    if res.cfg.robot != "rc_car":
+        raise UserError(f"residual checkpoint is for {res.cfg.robot}, not rc_car")
+    return res
+
+
+def _hook_state(sim: CarSim) -> dict[str, Any] | None:
+    """The residual hook's running state (history, step count, held force), if any."""
+    hook = getattr(sim, "hook", None)
+    if hook is None:
+        return None
+    return {k: copy.deepcopy(v) for k, v in hook.__dict__.items() if k not in ("residual", "layout")}
