@@ -235,6 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
     lg = sub.add_parser("logs", help="summarise a log file: episodes, rates, gaps, completeness")
     lg.add_argument("file")
     lg.set_defaults(func=cmd_logs)
+
+    from realsim.interop import cli as interop
+
+    interop.add_export_arguments(sub.add_parser("export", help="logs to a LeRobotDataset v3 or a "
+                                 "robomimic HDF5")).set_defaults(func=interop.cmd_export)
+    interop.add_import_arguments(sub.add_parser("import", help="an SO-101 LeRobotDataset into a "
+                                 "realsim arm log")).set_defaults(func=interop.cmd_import)
+    interop.add_view_arguments(sub.add_parser("view", help="plot an episode's signals and camera "
+                               "frames (PNG/HTML)")).set_defaults(func=interop.cmd_view)
     return p
 
 
