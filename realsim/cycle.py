@@ -70,6 +70,10 @@ class CycleConfig:
     teach_episodes: int = 200  # teacher episodes per iteration
     teach_args: list[str] = field(default_factory=list)
     student_config: str | None = None  # YAML for `train-student --config`
+    student_args: list[str] = field(default_factory=list)  # extra train-student options (--set K=V)
+    # fine-tuning from the previous student needs fewer epochs than training afresh
+    finetune_args: list[str] = field(default_factory=lambda: ["--set", "epochs=6"])
+    deploy_args: list[str] = field(default_factory=list)  # extra deploy options
     deploy_episodes: int = 20  # judged episodes per iteration (sim-vs-real success)
 
     @classmethod
@@ -288,7 +292,7 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
         # -- deploy on the robot; the judge's verdicts give the real success
         dep = Stage(it / "deploy", log).run(lambda d: {"success": last_rate(realsim(
             "deploy", robot, "--policy", student, *wire, "--episodes", cfg.deploy_episodes,
-            "--out", d / "deploy.h5", log_to=d / "log.txt")), "log": str(d / "deploy.h5")},
+            "--out", d / "deploy.h5", *cfg.deploy_args, log_to=d / "log.txt")), "log": str(d / "deploy.h5")},
             keep_partial=True)
         real_logs.append(Path(dep["log"]))
         row["real_success"] = dep["success"]
@@ -303,12 +307,16 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
 
 def _train(cfg: CycleConfig, d: Path, data: Path, previous: Path | None,
            corrected: list[str]) -> dict[str, Any]:
-    # TODO(issue 6): fine-tune from `previous` and select in the corrected simulator
-    # (`corrected`) once train-student takes --init/--params; today it trains afresh and
-    # selects in the datasheet-randomised simulator.
-    args = ["train-student", cfg.robot, "--data", str(data), "--out", str(d / "student.ckpt")]
+    """Train the student on this iteration's teacher data; from iteration 1 on it starts
+    from the previous student (`--init`) and is selected in the corrected simulator
+    (`corrected`: --params/--residual), the one its data came from."""
+    args = ["train-student", cfg.robot, "--data", str(data), "--out", str(d / "student.ckpt"),
+            *corrected]
     if cfg.student_config:
         args += ["--config", cfg.student_config]
+    args += cfg.student_args
+    if previous is not None:
+        args += ["--init", str(previous), *cfg.finetune_args]
     line = realsim(*args, log_to=d / "log.txt")
     return {"student": str(d / "student.ckpt"), "sim_success": last_rate(line)}
 
@@ -372,6 +380,8 @@ def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]
                 tb.add_scalar("success/sim", r["sim_success"], r["iteration"])
                 tb.add_scalar("success/real", r["real_success"], r["iteration"])
                 for v, e in r["heldout_rmse"].items():
+                    if not isinstance(e, dict):  # the stage's own "seconds"
+                        continue
                     for sig, x in e.items():
                         tb.add_scalar(f"heldout_rmse/{sig}/{v}", x, r["iteration"])
     except Exception as e:  # plots are a convenience; the tables above are the record

@@ -55,6 +55,11 @@ class LogEpisode:
         return f"{Path(self.file).name}:{self.name}"
 
     @property
+    def uid(self) -> str:
+        """Unique among all logs: the cycle's iterations hold files of one name (steps.h5)."""
+        return f"{self.file}:{self.name}"
+
+    @property
     def seconds(self) -> float:
         return float(self.sensor_t[-1] - self.sensor_t[0])
 

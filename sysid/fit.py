@@ -68,7 +68,7 @@ class FitResult:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def _subset(segs: list, seconds: float) -> list:
+def subset(segs: list, seconds: float) -> list:
     """Evenly spread segments totalling about ``seconds`` of data (all if <= 0)."""
     if seconds <= 0:
         return segs
@@ -77,6 +77,20 @@ def _subset(segs: list, seconds: float) -> list:
         return segs
     k = max(1, int(round(len(segs) * seconds / sum(dur))))
     return [segs[i] for i in np.linspace(0, len(segs) - 1, k).round().astype(int)]
+
+
+def _resolve_offsets(obj: Objective, u: np.ndarray, r: np.ndarray, J: np.ndarray,
+                     among: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Re-solve the pure signal offsets (sensor biases) among free indices ``among`` at
+    ``u`` (n,) with residual ``r`` (R,): the residual is linear in them with the exact
+    columns of J (R, n), so one clipped least-squares step is their optimum; no simulation."""
+    off = [i for i in among if obj.offset_column(i) is not None]
+    if not off:
+        return u, r
+    du = -np.linalg.lstsq(J[:, off], r, rcond=None)[0]
+    u2 = u.copy()
+    u2[off] = np.clip(u[off] + du, 0.0, 1.0)
+    return u2, r + J[:, off] @ (u2[off] - u[off])
 
 
 def run_fit(cfg: FitConfig, log: Callable[[str], None] = print) -> FitResult:
@@ -98,8 +112,8 @@ def run_fit(cfg: FitConfig, log: Callable[[str], None] = print) -> FitResult:
     scales = signal_scales(train)
     segs = make_segments(train, ad, cfg.window)
     fixed = {k: v for k, v in prior.items() if k not in names}
-    full = Objective(ad, _subset(segs, cfg.refine_seconds), scales, names, fixed, cfg.jobs)
-    quick = Objective(ad, _subset(segs, cfg.search_seconds), scales, names, fixed, cfg.jobs)
+    full = Objective(ad, subset(segs, cfg.refine_seconds), scales, names, fixed, cfg.jobs)
+    quick = Objective(ad, subset(segs, cfg.search_seconds), scales, names, fixed, cfg.jobs)
     u0 = np.clip(full.to_u(prior), 0, 1)
 
     # ---- global search (resumable Optuna study)
@@ -138,18 +152,20 @@ def run_fit(cfg: FitConfig, log: Callable[[str], None] = print) -> FitResult:
         half = {n: (half[n] if n in keep else float("inf")) for n in names}
         if pinned:
             log(f"at a bound the logs push against (kept there): {', '.join(sorted(pinned))}")
-        if keep:
-            sub = Objective(ad, full.segments, scales, keep, fixed2, cfg.jobs)
-            u2, r2, J2 = rf.lm(sub, sub.to_u({**fitted, **fixed2}), max(3, cfg.refine_iters // 2), log=log)
-            cost_sub = float(r2 @ r2)
-            full.n_evals += sub.n_evals
-            if cost_sub <= REVERT_TOLERANCE * cost_full:
-                iv2 = rf.intervals(sub, u2, r2, J2)
-                fitted = sub.to_params(u2)
-                for i, n in enumerate(keep):  # the refit's intervals; flags stay from the full fit
+        if keep:  # the others at prior (or bound) cost one evaluation, not another fit
+            u_rev = np.clip(full.to_u({**fitted, **fixed2}), 0, 1)
+            r_rev = full.residuals(u_rev[None])[0]
+            kidx = [names.index(n) for n in keep]
+            u_rev, r_rev = _resolve_offsets(full, u_rev, r_rev, J, kidx)
+            cost_rev = float(r_rev @ r_rev)
+            if cost_rev <= REVERT_TOLERANCE * cost_full:
+                sub = Objective(ad, full.segments, scales, keep, fixed2, cfg.jobs)
+                iv2 = rf.intervals(sub, u_rev[kidx], r_rev, J[:, kidx])
+                fitted = full.to_params(u_rev)
+                for i, n in enumerate(keep):  # intervals without the dropped ones; flags stand
                     half[n] = float(iv2.half_u[i] * (sub.hi[i] - sub.lo[i]))
             else:  # the "undetermined" ones mattered after all (coupled): keep the full fit
-                log(f"prior values cost {cost_sub / cost_full:.2f}x the full fit's error: "
+                log(f"prior values cost {cost_rev / cost_full:.2f}x the full fit's error: "
                     "keeping the full fit's values (flags stand)")
         else:
             fitted = {**fitted, **fixed2}
@@ -157,10 +173,12 @@ def run_fit(cfg: FitConfig, log: Callable[[str], None] = print) -> FitResult:
 
     # ---- open-loop RMSE of whole episodes, nominal vs fitted
     table: dict[str, dict[str, dict[str, float]]] = {}
+    replays: dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
     for split, eps in (("train", train), ("heldout", held)):
         if eps:
-            (nom, fit), _ = rmse(ad, make_segments(eps, ad, 0.0), [ad.nominal, fitted], cfg.jobs)
+            (nom, fit), sims = rmse(ad, make_segments(eps, ad, 0.0), [ad.nominal, fitted], cfg.jobs)
             table[split] = {"nominal": nom, "fitted": fit}
+            replays.update({e.uid: (sims[0][i], sims[1][i]) for i, e in enumerate(eps)})
     meta = {"trials": len(sr.completed(study)), "sampler": cfg.sampler, "seed": cfg.seed,
             "storage": storage, "study": study.study_name, "backend": ad.backend,
             "evaluations": full.n_evals + quick.n_evals,
@@ -173,7 +191,7 @@ def run_fit(cfg: FitConfig, log: Callable[[str], None] = print) -> FitResult:
     write_params(res, out / "params.yaml", cfg)
     from sysid.report import write_report
 
-    write_report(res, out, cfg.jobs)
+    write_report(res, out, cfg.jobs, replays)
     return res
 
 

@@ -19,26 +19,23 @@ from sysid.data import load_logs, make_segments
 from sysid.robot_adapter import get_adapter
 
 
-def load_residual(path: str) -> object:
-    """Hook for issue 4: a learned residual model from ``dynamics``, if it exists."""
-    try:
-        from dynamics import load_residual as loader  # type: ignore[attr-defined]
-    except ImportError:
-        raise UserError(f"--residual {path}: residual models arrive with issue 4") from None
-    return loader(path)
-
-
 def replay_log(robot: str, log: str, out: str, params: str | None = None,
                residual: str | None = None, nthread: int = 2) -> Path:
     """Replay every complete episode of ``log`` into ``out``. Returns ``out``."""
     ad = get_adapter(robot)
     values = {**ad.nominal, **(ad.load_params(params) if params else {})}
-    if residual is not None:
-        load_residual(residual)
-        raise UserError(f"--residual {residual}: replay through a residual model is not wired yet")
+    if residual is not None and robot != "rc_car":
+        raise UserError(f"--residual {residual}: the {robot} has no residual dynamics yet")
+    if residual is not None and not Path(residual).is_file():
+        raise UserError(f"no such file: {residual}")
     episodes = load_logs([log], ad)
     segs = make_segments(episodes, ad, 0.0)
-    sims = ad.replay_batch([values], [s.inp for s in segs], nthread)[0]
+    if residual is None:
+        sims = ad.replay_batch([values], [s.inp for s in segs], nthread)[0]
+    else:  # the hybrid simulator every consumer shares (fitted params + residual)
+        from realsim.sim import load_simulator
+
+        sims = load_simulator(robot, values, residual).replay([s.inp for s in segs], nthread)
     dst = Path(out)
     if dst.exists() and dst.resolve() == Path(log).resolve():
         raise UserError(f"{out}: would overwrite the input log")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,8 +37,12 @@ def _plot(path: Path, title: str, t: np.ndarray, real: dict, nom: dict, fit: dic
     plt.close(fig)
 
 
-def write_report(res: FitResult, out: Path, nthread: int = 2) -> Path:
-    """report.md: RMSE table, parameter table, one overlay PNG per (held-out first) episode."""
+def write_report(res: FitResult, out: Path, nthread: int = 2,
+                 replays: Mapping[str, tuple[dict, dict]] | None = None) -> Path:
+    """report.md: RMSE table, parameter table, one overlay PNG per (held-out first) episode.
+
+    ``replays``: episode key -> (nominal, fitted) whole-episode replays already simulated
+    (the fit's RMSE table); episodes missing from it are simulated here."""
     ad = res.adapter
     lines = [f"# System identification report: {ad.robot}", "",
              f"Backend `{res.meta['backend']}`, sampler `{res.meta['sampler']}`, "
@@ -64,7 +69,11 @@ def write_report(res: FitResult, out: Path, nthread: int = 2) -> Path:
     eps = (res.held + res.train)[:MAX_PLOTS]
     if eps:
         segs = make_segments(eps, ad, 0.0)
-        sims = ad.replay_batch([ad.nominal, res.fitted], [s.inp for s in segs], nthread)
+        replays = dict(replays or {})
+        todo = [i for i, e in enumerate(eps) if e.uid not in replays]
+        if todo:
+            sims = ad.replay_batch([ad.nominal, res.fitted], [segs[i].inp for i in todo], nthread)
+            replays.update({eps[i].uid: (sims[0][k], sims[1][k]) for k, i in enumerate(todo)})
         lines += ["", "## Episodes (real, nominal, fitted)", ""]
         for i, seg in enumerate(segs):
             e = seg.episode
@@ -72,7 +81,7 @@ def write_report(res: FitResult, out: Path, nthread: int = 2) -> Path:
             png = f"episode_{i:02d}_{e.name}.png"
             t = np.asarray(seg.inp.sensor_t)
             _plot(out / png, f"{e.key} ({split})", t, {s: e.signals[s] for s in SIGNALS},
-                  signals_of(t, sims[0][i]), signals_of(t, sims[1][i]))
+                  signals_of(t, replays[e.uid][0]), signals_of(t, replays[e.uid][1]))
             lines += [f"### {e.key} ({split})", "", f"![{e.name}]({png})", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
