@@ -1,21 +1,14 @@
 #!/usr/bin/env bash
-# The main job, for now: start the emulated car, record excitation episodes from
-# it through the public CLI, print the log summary. (Grows into `realsim cycle`.)
+# The main job: one close-the-gap cycle on the emulated car (experiments/rc_car_cycle.yaml).
+# `realsim cycle` starts `realsim emulate rc_car` itself (a car near the edges of the
+# datasheet, experiments/reality_edge.yaml), records, teaches, trains, deploys, fits,
+# trains the residual, retrains in the corrected simulator and deploys again, then
+# prints the summary table. Rerunning resumes at the last completed stage; OUT=dir
+# chooses where it goes (default runs/main), FRESH=1 starts over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MUJOCO_GL=${MUJOCO_GL:-$(cat .venv/.realsim-gl 2>/dev/null || echo egl)}
 OUT=${OUT:-runs/main}
-mkdir -p "$OUT"
-RS=.venv/bin/realsim
-rm -f "$OUT/car.h5"
-
-coproc EMU { exec "$RS" emulate rc_car --seed "${SEED:-1}" 2>"$OUT/emulator.log"; }
-trap 'kill $EMU_PID 2>/dev/null || true' EXIT
-read -r -t 30 READY <&"${EMU[0]}" || { echo "main_job: the emulator did not start (see $OUT/emulator.log)"; exit 1; }
-PORT=$(sed -n 's/.*port=\([^ ]*\).*/\1/p' <<<"$READY")
-CAM=$(sed -n 's/.*camera=\([^ ]*\).*/\1/p' <<<"$READY")
-echo "emulator: $READY"
-
-"$RS" record rc_car --port "$PORT" --camera "$CAM" --episodes "${EPISODES:-3}" --seconds 10 \
-  --driver excite:chirp --out "$OUT/car.h5"
-"$RS" logs "$OUT/car.h5"
+if [ "${FRESH:-0}" = 1 ]; then rm -rf "$OUT"; fi
+.venv/bin/realsim cycle "${CONFIG:-experiments/rc_car_cycle.yaml}" --out "$OUT"
+cat "$OUT/summary.md"

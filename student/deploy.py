@@ -18,10 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from realsim.errors import UserError
-from student.policy import PolicyRunner
 
 
 class PolicySource:
@@ -33,6 +31,10 @@ class PolicySource:
     """
 
     def __init__(self, checkpoint: str | Path, threads: int = 1) -> None:
+        import torch  # here, not at module level: `realsim --help` must not pay for torch
+
+        from student.policy import PolicyRunner
+
         if threads > 0:
             torch.set_num_threads(threads)  # leave the other cores to the wire and camera threads
         self.checkpoint = Path(checkpoint)
@@ -42,6 +44,8 @@ class PolicySource:
 
     def _warm_up(self) -> None:
         """One throw-away query, so the first real tick is not slow."""
+        import torch
+
         cfg = self.runner.cfg
         img = torch.zeros(1, 3, cfg.image_height, cfg.image_width)
         tel = torch.zeros(1, cfg.history + 1, len(cfg.telemetry_fields))

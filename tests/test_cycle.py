@@ -1,0 +1,216 @@
+"""`realsim cycle`: config contract, a small cycle end to end, and kill/resume equality.
+
+The small cycle (TINY) runs every stage of cli.md's loop against `realsim emulate
+rc_car` with everything shrunk: it checks the plumbing (every stage done, a report
+row per iteration, the last line `student=<path>`), not learning figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import yaml
+
+from realsim.cycle import CycleConfig, dynamics_error, last_rate
+from realsim.errors import UserError
+from tests.conftest import ROOT, assert_one_line_error, run_cli
+
+TINY = {
+    "robot": "rc_car",
+    "emulator_seed": 2,
+    "iterations": 1,
+    "target_success": 1.01,  # never reached: both iterations always run
+    "seed": 0,
+    "record": {"episodes": 3, "heldout_episodes": 1, "seconds": 3},
+    "fit_args": ["--trials", "6"],
+    "residual_args": ["--epochs", "1"],
+    "teach_episodes": 6,
+    "teach_args": ["--workers", "1", "--no-progress"],
+    "student_args": ["--set", "epochs=1", "--set", "eval_episodes=2", "--set", "final_eval_episodes=2",
+                     "--set", "eval_workers=1", "--set", "batch_size=32"],
+    "finetune_args": ["--set", "epochs=1"],
+    "deploy_episodes": 2,
+}
+# stages whose outputs must not depend on an interruption (deploy and record are real)
+DETERMINISTIC = ("fit", "residual", "gap", "teach", "student")
+
+
+def write_config(tmp: Path, **over: object) -> Path:
+    p = tmp / "cycle.yaml"
+    p.write_text(yaml.safe_dump({**TINY, **over}))
+    return p
+
+
+# ----------------------------------------------------------------------------- contract
+
+
+def test_config_unknown_key_is_one_line_exit_2(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, iteratons=3)
+    with pytest.raises(UserError, match="unknown key.*iteratons"):
+        CycleConfig.from_yaml(cfg)
+    assert_one_line_error(run_cli("cycle", cfg, "--out", tmp_path / "o"), "iteratons")
+
+
+def test_config_wrong_robot_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="robot must be"):
+        CycleConfig.from_yaml(write_config(tmp_path, robot="drone"))
+    assert_one_line_error(run_cli("cycle", tmp_path / "nope.yaml"), "nope.yaml")
+
+
+def test_experiment_configs_load() -> None:
+    for p in (ROOT / "experiments").glob("*_cycle*.yaml"):
+        cfg = CycleConfig.from_yaml(p)
+        assert cfg.robot in ("rc_car", "arm"), p
+
+
+def test_last_rate_reads_each_verbs_line() -> None:
+    assert last_rate("checkpoint=x episodes=50 success=0.960") == pytest.approx(0.96)
+    assert last_rate("episodes=20 judged=20 success=0.850") == pytest.approx(0.85)
+    assert last_rate("success=93%") == pytest.approx(0.93)
+    with pytest.raises(UserError):
+        last_rate("episodes=20 judged=0")
+
+
+def test_dynamics_error_is_zero_for_itself_and_sees_a_corrupted_replay(
+        tmp_path: Path, car_logs: Path) -> None:
+    """The gap metric: 0 for a log against itself; a corrupted copy shows up (checker test)."""
+    assert all(v == 0.0 for v in dynamics_error(car_logs, car_logs).values())
+    bad = tmp_path / "bad.h5"
+    shutil.copy(car_logs, bad)
+    with h5py.File(bad, "a") as f:
+        for name in f["episodes"]:
+            d = f["episodes"][name]["sensors"]["yaw_rate"]
+            d[...] = d[...] + 0.5
+    err = dynamics_error(car_logs, bad)
+    assert err["yaw_rate"] > 0.3 and err["wheel_speed"] == 0.0
+
+
+@pytest.fixture(scope="module")
+def car_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small synthetic car log (the sysid tests' own generator)."""
+    from sysid.robot_adapter import get_adapter
+    from sysid.synth import write_synthetic
+
+    out = tmp_path_factory.mktemp("cyc") / "synth.h5"
+    return Path(write_synthetic(out, get_adapter("rc_car").nominal, episodes=2, seconds=3.0, seed=0))
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def _run(cfg: Path, out: Path, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+    return run_cli("cycle", cfg, "--out", out, timeout=timeout)
+
+
+def _check_done(out: Path, iterations: int) -> None:
+    for i in range(iterations + 1):
+        stages = ["record", "gap", "teach", "student", "deploy"] + (["fit", "residual"] if i else [])
+        for s in stages:
+            assert (out / f"iter_{i:02d}" / s / "stage.json").is_file(), (i, s)
+    rows = json.loads((out / "summary.json").read_text())
+    assert [r["iteration"] for r in rows] == list(range(iterations + 1))
+    assert set(rows[-1]["heldout_rmse"]) >= {"nominal", "fitted", "fitted+residual"}
+    for r in rows:
+        assert 0.0 <= r["sim_success"] <= 1.0 and 0.0 <= r["real_success"] <= 1.0
+    md = (out / "summary.md").read_text()
+    assert md.count("\n| 0 |") == 1 and "| 1 |" in md and "Parameters after iteration 1" in md
+
+
+@pytest.mark.slow
+def test_tiny_cycle_end_to_end_then_resume_is_a_no_op(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path)
+    out = tmp_path / "run"
+    p = _run(cfg, out)
+    assert p.returncode == 0, p.stderr[-3000:]
+    last = p.stdout.strip().splitlines()[-1]
+    assert last == f"student={out / 'iter_01' / 'student' / 'student.ckpt'}"
+    _check_done(out, 1)
+    before = {f: f.stat().st_mtime_ns for f in out.rglob("stage.json")}
+    p2 = _run(cfg, out)
+    assert p2.returncode == 0 and p2.stdout.strip().splitlines()[-1] == last
+    assert "..." not in p2.stderr.replace("done earlier", "")  # no stage ran again
+    assert {f: f.stat().st_mtime_ns for f in out.rglob("stage.json")} == before
+
+
+def _digest(path: Path) -> str:
+    """What a stage produced, independent of timing: params values, tensors, episodes."""
+    h = hashlib.sha256()
+    for f in sorted(path.rglob("*")):
+        if f.suffix == ".yaml" and f.name == "params.yaml":
+            raw = yaml.safe_load(f.read_text())
+            ps = raw.get("parameters", raw)
+            vals = {k: round(float(v["value"]), 9) for k, v in ps.items()
+                    if isinstance(v, dict) and "value" in v}
+            h.update(json.dumps(vals, sort_keys=True).encode())
+        elif f.suffix in (".ckpt", ".pt"):
+            import torch
+
+            sd = torch.load(f, map_location="cpu", weights_only=True)
+            flat = sd.get("state_dict", sd) if isinstance(sd, dict) else sd
+            for k in sorted(flat) if isinstance(flat, dict) else []:
+                v = flat[k]
+                if hasattr(v, "numpy"):
+                    h.update(k.encode() + np.ascontiguousarray(v.detach().numpy()).tobytes())
+        elif f.suffix == ".h5" and f.parent.name == "teach":
+            with h5py.File(f, "r") as g:
+                for name in sorted(g["episodes"]):
+                    h.update(np.asarray(g["episodes"][name]["commands"]["action"]).tobytes())
+    return h.hexdigest()
+
+
+def _run_until(cfg: Path, out: Path, marker: Path, timeout: float = 1200) -> None:
+    """Start the cycle and SIGKILL its whole process group once `marker` exists."""
+    p = subprocess.Popen([sys.executable, "-m", "realsim", "cycle", str(cfg), "--out", str(out)],
+                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    t0 = time.monotonic()
+    try:
+        while not marker.exists():
+            assert p.poll() is None, f"cycle ended before {marker} appeared"
+            assert time.monotonic() - t0 < timeout
+            time.sleep(0.2)
+        time.sleep(1.0)  # let the stage get going
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+@pytest.mark.slow
+def test_cycle_killed_in_fit_and_in_training_resumes_to_the_same_outputs(tmp_path: Path) -> None:
+    """Issue 6: a kill during fitting and one during training, then resume: the same
+    fitted params, residual, teacher data and student as an uninterrupted run. The real
+    recordings are shared (reality is not repeatable; the cycle never re-records)."""
+    cfg = write_config(tmp_path)
+    ref = tmp_path / "ref"
+    p = _run(cfg, ref)
+    assert p.returncode == 0, p.stderr[-3000:]
+
+    run = tmp_path / "killed"
+    run.mkdir()
+    shutil.copytree(ref / "heldout", run / "heldout")
+    shutil.copytree(ref / "iter_00", run / "iter_00")
+    shutil.copytree(ref / "iter_01" / "record", run / "iter_01" / "record")
+    _run_until(cfg, run, run / "iter_01" / "fit" / "log.txt")
+    assert not (run / "iter_01" / "fit" / "stage.json").exists(), "killed too late to test"
+    _run_until(cfg, run, run / "iter_01" / "student" / "log.txt")
+    assert not (run / "iter_01" / "student" / "stage.json").exists(), "killed too late to test"
+    p = _run(cfg, run)
+    assert p.returncode == 0, p.stderr[-3000:]
+    _check_done(run, 1)
+    for s in DETERMINISTIC:
+        assert _digest(run / "iter_01" / s) == _digest(ref / "iter_01" / s), s
+    a = json.loads((ref / "iter_01" / "gap" / "stage.json").read_text())
+    b = json.loads((run / "iter_01" / "gap" / "stage.json").read_text())
+    a.pop("seconds"), b.pop("seconds")
+    assert a == b
