@@ -288,6 +288,7 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
                                                                 corrected))
         student = Path(train["student"])
         row["sim_success"] = train["sim_success"]
+        row["pixel_check"] = _pixel_line(it / "student" / "log.txt")
 
         # -- deploy on the robot; the judge's verdicts give the real success
         dep = Stage(it / "deploy", log).run(lambda d: {"success": last_rate(realsim(
@@ -321,9 +322,18 @@ def _train(cfg: CycleConfig, d: Path, data: Path, previous: Path | None,
     return {"student": str(d / "student.ckpt"), "sim_success": last_rate(line)}
 
 
+def _pixel_line(log_txt: Path) -> str:
+    """The footprint verdict `train-student` printed before training (one line), if any."""
+    if not log_txt.is_file():
+        return ""
+    hits = [ln.strip() for ln in log_txt.read_text(errors="replace").splitlines()
+            if "footprint" in ln or "below" in ln and " px" in ln]
+    return hits[-1] if hits else ""
+
+
 def _param_table(path: Path) -> dict[str, Any]:
     raw = yaml.safe_load(path.read_text())
-    ps = raw.get("parameters", raw)
+    ps = raw.get("params", raw)
     return {k: v for k, v in ps.items() if isinstance(v, dict) and "value" in v}
 
 
@@ -343,6 +353,19 @@ def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]
                               for v in ("nominal", "fitted", "fitted+residual"))
         lines.append(f"| {r['iteration']} | {cell('yaw_rate')} | {cell('wheel_speed')} | "
                      f"{r['sim_success']:.0%} | {r['real_success']:.0%} |")
+    sims = [r["sim_success"] for r in history]
+    reals = [r["real_success"] for r in history]
+    if len(history) >= 3:
+        from scipy.stats import spearmanr
+
+        rho = spearmanr(sims, reals).statistic
+        lines += ["", f"Rank correlation of the iterations' students, sim vs real success: "
+                  f"Spearman {rho:.2f} over {len(history)} students."]
+    else:
+        lines += ["", "Rank correlation of sim vs real success: needs 3 or more students "
+                  f"(have {len(history)})."]
+    lines += ["", "Pixel check (cone footprint at the student's input, before training):", ""]
+    lines += [f"- iteration {r['iteration']}: {r.get('pixel_check') or 'not recorded'}" for r in history]
     last = history[-1]
     if "params" in last:
         lines += ["", f"## Parameters after iteration {last['iteration']}", "",

@@ -125,6 +125,7 @@ def _check_done(out: Path, iterations: int) -> None:
         assert 0.0 <= r["sim_success"] <= 1.0 and 0.0 <= r["real_success"] <= 1.0
     md = (out / "summary.md").read_text()
     assert md.count("\n| 0 |") == 1 and "| 1 |" in md and "Parameters after iteration 1" in md
+    assert len(rows[-1]["params"]) >= 8, "the fitted parameters did not reach the report"
 
 
 @pytest.mark.slow
@@ -149,7 +150,7 @@ def _digest(path: Path) -> str:
     for f in sorted(path.rglob("*")):
         if f.suffix == ".yaml" and f.name == "params.yaml":
             raw = yaml.safe_load(f.read_text())
-            ps = raw.get("parameters", raw)
+            ps = raw.get("params", raw)
             vals = {k: round(float(v["value"]), 9) for k, v in ps.items()
                     if isinstance(v, dict) and "value" in v}
             h.update(json.dumps(vals, sort_keys=True).encode())
