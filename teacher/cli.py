@@ -33,6 +33,9 @@ def add_teach_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--config", help="randomization.yaml overriding realsim.randomization defaults")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local process pool, or Ray (pip install 'realsim[ray]'; RAY_ADDRESS "
+                        "names a cluster, else a local instance); same episodes either way")
 
 
 def cmd_teach(args: argparse.Namespace) -> int:
@@ -63,7 +66,12 @@ def cmd_teach(args: argparse.Namespace) -> int:
     cfg = TeachConfig(
         seed=int(args.seed), params=params, randomization=rand.to_dict(), residual=residual
     )
-    s = teach(args.out, args.episodes, cfg, workers=args.workers, progress=not args.no_progress)
+    if getattr(args, "backend", "local") == "ray":
+        from teacher.ray_backend import teach_ray
+
+        s = teach_ray(args.out, args.episodes, cfg, workers=args.workers, progress=not args.no_progress)
+    else:
+        s = teach(args.out, args.episodes, cfg, workers=args.workers, progress=not args.no_progress)
     rate = f"{s.success_rate:.3f}" if s.written else "nan"
     print(f"episodes={s.total} written={s.written} success={rate} out={args.out}")
     return 0

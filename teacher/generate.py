@@ -290,8 +290,12 @@ def teach(
     workers: int = 2,
     progress: bool = True,
     on_episode: Callable[[EpisodeRecord], None] | None = None,
+    records: Callable[[TeachConfig, list[int], int], Iterator[EpisodeRecord]] | None = None,
 ) -> TeachSummary:
-    """Generate teacher episodes 0..episodes-1 into `out` (appending, resuming)."""
+    """Generate teacher episodes 0..episodes-1 into `out` (appending, resuming).
+
+    records: where episodes are computed (default: the local process pool, `_records`;
+    `teacher.ray_backend.ray_records` runs them on Ray with the same results)."""
     import time
 
     from realsim.logs import LogWriter
@@ -310,7 +314,7 @@ def teach(
     with LogWriter(path, robot="rc_car", source="sim", attrs=attrs) as writer:
         bar = _progress(progress, len(todo), len(done))
         try:
-            for rec in _records(cfg, todo, workers):
+            for rec in (records or _records)(cfg, todo, workers):
                 write_episode(writer, rec, cfg)
                 written += 1
                 successes += rec.success

@@ -18,7 +18,6 @@ otherwise a local Ray instance starts.
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -61,13 +60,4 @@ def teach_ray(out: str | os.PathLike[str], episodes: int, cfg: TeachConfig | Non
     """`teacher.generate.teach` with its episodes computed on Ray (module doc)."""
     records = functools.partial(ray_records, address=address)
     kw: dict[str, Any] = {"workers": workers, "progress": progress, "on_episode": on_episode}
-    if "records" in inspect.signature(gen.teach).parameters:  # the hook (see the report)
-        return gen.teach(out, episodes, cfg, records=records, **kw)
-    # Until teach() takes `records`: swap its episode source for this call. Single-threaded
-    # use only (the CLI, a script); everything else in teach() runs unchanged.
-    saved = gen._records
-    gen._records = records  # type: ignore[assignment]
-    try:
-        return gen.teach(out, episodes, cfg, **kw)
-    finally:
-        gen._records = saved  # type: ignore[assignment]
+    return gen.teach(out, episodes, cfg, records=records, **kw)
