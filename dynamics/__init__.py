@@ -8,6 +8,16 @@ simulator the same way. `load_residual` is re-exported for callers that look her
 
 from __future__ import annotations
 
-from realsim.residual import load_residual
+from typing import Any
 
 __all__ = ["load_residual"]
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: importing dynamics (the CLI builds its parser from dynamics.cli) must not
+    # import torch, or every `realsim` call, even a bad-input exit, pays seconds for it
+    if name == "load_residual":
+        from realsim.residual import load_residual
+
+        return load_residual
+    raise AttributeError(name)

@@ -17,7 +17,6 @@ import json
 from pathlib import Path
 
 from realsim.errors import UserError
-from realsim.residual import FORCE_OUTPUTS, STATE_OUTPUTS
 from realsim.robots import ROBOTS
 
 
@@ -30,34 +29,63 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
     p.add_argument("--holdout", default="0.25",
                    help="held-out fraction (every 1/f-th episode) or episode names; reported, never trained on")
     p.add_argument("--history", type=int, default=5, help="feature history length, periods (1: none)")
-    p.add_argument("--horizon", type=int, default=50, help="periods the rollout loss unrolls (1: one-step)")
+    p.add_argument("--horizon", type=int, default=0,
+                   help="periods the rollout loss back-propagates through before truncating "
+                        "(0: the whole open-loop episode; with --anchor 1: the one-step loss)")
     p.add_argument("--anchor", type=int, default=0,
                    help="periods between restarts from a state estimate (0: whole episodes from rest)")
     p.add_argument("--mode", choices=("force", "state"), default="force",
                    help="force: generalised force inside the step; state: ablation only")
     p.add_argument("--passes", type=int, default=3, help="linearise-and-fit passes")
-    p.add_argument("--epochs", type=int, default=30, help="Lightning epochs per pass")
+    p.add_argument("--epochs", type=int, default=40, help="Lightning epochs per pass")
+    p.add_argument("--batch", type=int, default=4, help="segments (episodes) per optimiser step")
+    p.add_argument("--max-out", default="",
+                   help="output bounds overriding the defaults, e.g. mz=0.6,fy=4 (N, N m, or the state "
+                        "increments' units)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--logdir", help="TensorBoard directory (default: next to --out)")
     return p
 
 
+def parse_max_out(spec: str) -> dict[str, float] | None:
+    """"mz=0.6,fy=4" -> {"mz": 0.6, "fy": 4.0}; "" -> None. UserError on a bad entry."""
+    if not spec.strip():
+        return None
+    from realsim.residual import DEFAULT_MAX  # lazy: torch is not for argument parsing
+
+    out: dict[str, float] = {}
+    for part in spec.split(","):
+        k, sep, v = part.partition("=")
+        k = k.strip()
+        if not sep or k not in DEFAULT_MAX:
+            raise UserError(f"--max-out: {part!r} is not NAME=VALUE with NAME in {sorted(DEFAULT_MAX)}")
+        try:
+            out[k] = float(v)
+        except ValueError:
+            raise UserError(f"--max-out: {part!r}: {v!r} is not a number") from None
+        if not out[k] > 0:
+            raise UserError(f"--max-out: {k} must be > 0")
+    return out
+
+
 def cmd_train_residual(a: argparse.Namespace) -> int:
     """Run training; prints the open-loop figures and the checkpoint path last."""
     from dynamics.train import TrainConfig, train_residual
+    from realsim import residual
 
     if not Path(a.params).is_file():
         raise UserError(f"no such parameter file: {a.params}")
     for f in a.logs:
         if not Path(f).is_file():
             raise UserError(f"no such log file: {f}")
-    if a.history < 1 or a.horizon < 1 or a.anchor < 0 or a.passes < 1 or a.epochs < 1:
-        raise UserError("train-residual: --history, --horizon, --passes, --epochs must be >= 1, --anchor >= 0")
+    if a.history < 1 or a.horizon < 0 or a.anchor < 0 or a.passes < 1 or a.epochs < 1 or a.batch < 1:
+        raise UserError("train-residual: --history, --passes, --epochs, --batch must be >= 1, --horizon and --anchor >= 0")
     cfg = TrainConfig(
+        max_out=parse_max_out(a.max_out),
         robot=a.robot, params=a.params, logs=list(a.logs), out=a.out, holdout=a.holdout,
         history=a.history, horizon=a.horizon, anchor=a.anchor, mode=a.mode,
-        outputs=FORCE_OUTPUTS if a.mode == "force" else STATE_OUTPUTS,
-        passes=a.passes, epochs=a.epochs, seed=a.seed, logdir=a.logdir,
+        outputs=residual.FORCE_OUTPUTS if a.mode == "force" else residual.STATE_OUTPUTS,
+        passes=a.passes, epochs=a.epochs, batch=a.batch, seed=a.seed, logdir=a.logdir,
     )
     res = train_residual(cfg)
     print(json.dumps(res.metrics))

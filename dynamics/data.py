@@ -136,8 +136,9 @@ def anchors(sim: HybridSim, e: LogEpisode, window: int) -> list[car_sim.ReplayIn
         t1 = min(float(t0 + window * dt), float(e.sensor_t[-1]))
         keep = (e.sensor_t >= t0) & (e.sensor_t <= t1)
         st = np.r_[t0, e.sensor_t[keep & (e.sensor_t > t0)]]
-        if st[-1] < t0 + window * dt - 1e-9:
-            st = np.r_[st, t0 + window * dt - 1e-6]
+        end = t0 + window * dt - 1e-6  # cover the window (never before the last sample)
+        if st[-1] < end:
+            st = np.r_[st, end]
         out.append(
             car_sim.ReplayInput(
                 command_t=e.cmd_t,

@@ -2,14 +2,24 @@
 LightningDataModule over logs + fitted parameters.
 
 The loss unrolls the first-order model of the simulator around its own rollout
-(`dynamics.data`): for a window of L periods from j0, delta_0 = 0,
+(`dynamics.data`) over *whole segments* (a whole episode from rest, or an anchor's W
+periods from its state estimate): delta_0 = 0 at the segment start, where the state is
+known, and
 
-    delta_{i+1} = A_j delta_i + G_j (f_theta(history of s + delta) - fbar_j),
-    loss = mean over the window of sum_c ((s_{j+1} + delta_{i+1})_c - y_{j+1,c})^2 / sigma_c^2
+    delta_{j+1} = A_j delta_j + G_j (f_theta(history of s + delta) - fbar_j),
+    loss = mean over the segment of sum_c ((s_{j+1} + delta_{j+1})_c - y_{j+1,c})^2 / sigma_c^2
 
 for the observed channels c = yaw rate, wheel speed, plus a small penalty on the
-output (relative to its bound) for the unidentifiable directions. L = 1 is the
-one-step loss of the ablation.
+output (relative to its bound) for the unidentifiable directions.
+
+Why whole segments: a window started mid-episode at the fitted simulator's own state
+(delta = 0 there) would ask the residual to undo, within the window, the error the
+uncorrected simulator accumulated before it; the residual then learns a force far
+larger than the one missing (a known drag law came out 3 x too strong). ``truncate``
+(the CLI's ``--horizon``) only cuts the gradient every that many periods (truncated
+back-propagation through time; the deltas themselves are always carried); 0 keeps the
+whole open-loop gradient. The one-step ablation is anchor = 1 (one-period segments from
+a state estimate).
 """
 
 from __future__ import annotations
@@ -26,83 +36,85 @@ from dynamics.data import Linearised
 from realsim.residual import ResidualNet
 
 
-class WindowSet(Dataset):
-    """Windows of `length` periods over a `Linearised` pass.
+class SegmentSet(Dataset):
+    """The segments of a `Linearised` pass, each padded to the longest (J periods).
 
-    Item: dict of float64 tensors, Shapes: A (L, 4, 4), G (L, 4, n), fbar (L, n),
-    sbar (L + 1, 4), feat (L + H - 1, F) rows j0-H+1 .. j0+L-1 (clipped at the segment
-    start), y (L, 2) targets at j0+1 .. j0+L, mask (L,).
+    Item: dict of float64 tensors, Shapes: A (J, 4, 4), G (J, 4, n), fbar (J, n),
+    sbar (J + 1, 4), feat (J + H - 1, F) rows -H+1 .. J-1 (clipped at the segment start:
+    the first sample repeated, as the simulator fills its history), y (J, 2) targets at
+    periods 1 .. J, mask (J,) 1 where a target exists.
     """
 
-    def __init__(self, lin: Linearised, length: int, history: int, stride: int | None = None) -> None:
-        self.lin, self.L, self.H = lin, int(length), int(history)
-        stride = stride or max(1, self.L // 2)
-        self.index: list[tuple[int, int]] = []
-        for e, J in enumerate(lin.length):
-            last = max(0, int(J) - self.L)
-            starts = list(range(0, last + 1, stride))
-            if starts[-1] != last:
-                starts.append(last)
-            self.index += [(e, j0) for j0 in starts]
+    def __init__(self, lin: Linearised, history: int) -> None:
+        self.lin, self.H = lin, int(history)
+        self.J = int(np.max(lin.length))
 
     def __len__(self) -> int:
-        return len(self.index)
+        return len(self.lin.length)
 
-    def __getitem__(self, k: int) -> dict[str, torch.Tensor]:
-        e, j0 = self.index[k]
-        lin, Ln, H = self.lin, self.L, self.H
-        J = int(lin.length[e])
-        n = min(Ln, J - j0)
-        sl = slice(j0, j0 + n)
+    def __getitem__(self, e: int) -> dict[str, torch.Tensor]:
+        lin, Jm, H = self.lin, self.J, self.H
+        n = int(lin.length[e])
 
         def pad(x: np.ndarray, size: int) -> np.ndarray:
             if len(x) == size:
                 return x
             out = np.zeros((size, *x.shape[1:]))
             out[: len(x)] = x
+            if len(x):
+                out[len(x) :] = x[-1]  # hold the last row: keeps padded features in range
             return out
 
-        rows = np.clip(np.arange(j0 - H + 1, j0 + Ln), 0, J)
-        y = pad(lin.y[e, j0 + 1 : j0 + 1 + n], Ln)
-        mask = np.zeros(Ln)
+        rows = np.clip(np.arange(-H + 1, Jm), 0, n)
+        y = pad(lin.y[e, 1 : n + 1], Jm)
+        mask = np.zeros(Jm)
         mask[:n] = np.isfinite(y[:n]).all(axis=1)
-        y = np.nan_to_num(y)
         t = {
-            "A": pad(lin.A[e, sl], Ln),
-            "G": pad(lin.G[e, sl], Ln),
-            "fbar": pad(lin.fbar[e, sl], Ln),
-            "sbar": pad(lin.sbar[e, j0 : j0 + n + 1], Ln + 1),
+            "A": pad(lin.A[e, :n], Jm),
+            "G": pad(lin.G[e, :n], Jm),
+            "fbar": pad(lin.fbar[e, :n], Jm),
+            "sbar": pad(lin.sbar[e, : n + 1], Jm + 1),
             "feat": lin.feat[e, rows],
-            "y": y,
+            "y": np.nan_to_num(y),
             "mask": mask,
         }
         return {k: torch.as_tensor(v, dtype=torch.float64) for k, v in t.items()}
 
 
-def unroll(net: ResidualNet, b: dict[str, torch.Tensor], history: int) -> torch.Tensor:
-    """Predicted reduced states s + delta at j0+1 .. j0+L. Shape: (B, L, 4)."""
+def unroll(
+    net: ResidualNet, b: dict[str, torch.Tensor], history: int, truncate: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Predicted reduced states s + delta at periods 1 .. J and the outputs applied.
+
+    b: a batch of `SegmentSet` items; truncate: detach delta every that many periods
+    (0: never). Returns Shapes: (B, J, 4), (B, J, n_out).
+    """
     A, G, fbar, sbar, feat = b["A"], b["G"], b["fbar"], b["sbar"], b["feat"]
-    B, Ln = A.shape[0], A.shape[1]
+    B, Jm = A.shape[0], A.shape[1]
     H = history
-    zeros = torch.zeros(B, 4, dtype=A.dtype)
-    deltas: list[torch.Tensor] = [zeros] * (H - 1) + [zeros]  # delta at rows j0-H+1 .. j0
-    preds = []
-    d = zeros
-    for i in range(Ln):
+    d = torch.zeros(B, 4, dtype=A.dtype)
+    deltas: list[torch.Tensor] = [d] * H  # delta at rows -H+1 .. 0
+    preds, outs = [], []
+    for i in range(Jm):
         hist = feat[:, i : i + H].clone()
-        hist[..., :4] = hist[..., :4] + torch.stack(deltas[i : i + H], dim=1)
+        hist[..., :4] = hist[..., :4] + torch.stack(deltas[-H:], dim=1)
         o = net(hist)
         d = (A[:, i] @ d.unsqueeze(-1)).squeeze(-1) + (G[:, i] @ (o - fbar[:, i]).unsqueeze(-1)).squeeze(-1)
+        if truncate > 0 and (i + 1) % truncate == 0:
+            d = d.detach()
         deltas.append(d)
+        if len(deltas) > H:
+            deltas.pop(0)
         preds.append(sbar[:, i + 1] + d)
-    return torch.stack(preds, dim=1)
+        outs.append(o)
+    return torch.stack(preds, dim=1), torch.stack(outs, dim=1)
 
 
 class ResidualModule(L.LightningModule):
     """The residual network trained with the multi-step loss (module doc).
 
     sigma: Shape: (2,) scales of [yaw rate, wheel speed]; out_penalty: weight of the
-    mean squared output / bound.
+    mean squared output / bound; truncate: gradient truncation (periods, 0: none).
     """
 
     def __init__(
@@ -112,19 +124,21 @@ class ResidualModule(L.LightningModule):
         lr: float = 2e-3,
         weight_decay: float = 1e-5,
         out_penalty: float = 1e-3,
+        truncate: int = 0,
     ) -> None:
         super().__init__()
         self.net = net
         self.register_buffer("sigma", torch.as_tensor(np.asarray(sigma), dtype=torch.float64))
         self.lr, self.weight_decay, self.out_penalty = lr, weight_decay, out_penalty
+        self.truncate = int(truncate)
 
     def loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
-        pred = unroll(self.net, b, self.net.cfg.history)
+        pred, out = unroll(self.net, b, self.net.cfg.history, self.truncate)
         err = (pred[..., 2:4] - b["y"]) / self.sigma
         m = b["mask"]
-        fit = ((err**2).sum(-1) * m).sum() / m.sum().clamp(min=1.0)
-        hist = b["feat"][:, -self.net.cfg.history :]
-        reg = ((self.net(hist) / self.net.bound) ** 2).mean()
+        msum = m.sum().clamp(min=1.0)
+        fit = ((err**2).sum(-1) * m).sum() / msum
+        reg = (((out / self.net.bound) ** 2).mean(-1) * m).sum() / msum
         return fit + self.out_penalty * reg
 
     def training_step(self, batch: dict[str, torch.Tensor], _: int) -> torch.Tensor:
@@ -142,21 +156,22 @@ class ResidualModule(L.LightningModule):
 
 
 class ResidualDataModule(L.LightningDataModule):
-    """Windows over the current linearisation pass of the training (and held-out) logs.
+    """Whole segments of the current linearisation pass of the training (and held-out)
+    logs, `batch_size` segments a batch.
 
     `set_pass(train, held)` swaps in a new pass (the trainer re-linearises around the
     current residual between fits).
     """
 
-    def __init__(self, length: int, history: int, batch_size: int = 32, seed: int = 0) -> None:
+    def __init__(self, history: int, batch_size: int = 4, seed: int = 0) -> None:
         super().__init__()
-        self.length, self.history, self.batch_size, self.seed = length, history, batch_size, seed
-        self.train_set: WindowSet | None = None
-        self.val_set: WindowSet | None = None
+        self.history, self.batch_size, self.seed = history, batch_size, seed
+        self.train_set: SegmentSet | None = None
+        self.val_set: SegmentSet | None = None
 
     def set_pass(self, train: Linearised, held: Linearised | None) -> None:
-        self.train_set = WindowSet(train, self.length, self.history)
-        self.val_set = WindowSet(held, self.length, self.history) if held is not None else None
+        self.train_set = SegmentSet(train, self.history)
+        self.val_set = SegmentSet(held, self.history) if held is not None else None
 
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None

@@ -15,7 +15,8 @@ the state is never overwritten. Open loop, each trajectory runs as `mujoco.rollo
 calls of ``period`` steps (the force enters through the control spec, CTRL |
 QFRC_APPLIED), carrying the full physics state *and* the solver warm start between
 calls, so a zero residual reproduces the fitted simulator bit for bit; one batched
-torch forward per period serves all trajectories.
+torch forward per period serves all trajectories, and ``nthread`` worker threads (each
+with its own MjData) advance them in between, with results independent of nthread.
 
 Closed loop, `ResidualHook.apply(data, vbat)` is the per-physics-step hook
 (`HybridCarSim` calls it; any other step loop can too).
@@ -23,8 +24,8 @@ Closed loop, `ResidualHook.apply(data, vbat)` is the per-physics-step hook
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,6 +204,58 @@ class Trajectory:
     vbat: np.ndarray  # (J + 1,) battery voltage at the period starts
 
 
+class _Worker:
+    """Advances trajectories one period at a time on its own MjData (one per thread).
+
+    Each trajectory is its own serial `mujoco.rollout` call, so the solver warm start it
+    ends with (read back from the MjData) carries into its next period exactly.
+    """
+
+    def __init__(self, model: mujoco.MjModel) -> None:
+        self.model = model
+        self.data = mujoco.MjData(model)
+        self.rollout = mj_rollout.Rollout(nthread=0)
+        self.stbuf = np.empty((1, 0, mujoco.mj_stateSize(model, _FULL)))
+        self.u = np.empty((1, 0, C.NU + model.nv))
+
+    def run(
+        self,
+        jobs: Sequence[tuple[int, np.ndarray, np.ndarray]],
+        j: int,
+        P: int,
+        K: np.ndarray,
+        ctrl: Sequence[np.ndarray],
+        state: np.ndarray,
+        warm: np.ndarray,
+        sens: Sequence[np.ndarray],
+    ) -> None:
+        """Period j of each job (episode e, start state (nstate,), held qfrc (nv,)):
+        writes state[e, j + 1], warm[e, j + 1] and sens[e][j P : j P + n]."""
+        m, d = self.model, self.data
+        if self.stbuf.shape[1] < P:
+            self.stbuf = np.empty((1, P, self.stbuf.shape[2]))
+            self.u = np.empty((1, P, self.u.shape[2]))
+        for e, s0, qfrc in jobs:
+            k0 = j * P
+            n = min(P, int(K[e]) - k0)
+            self.u[0, :n, : C.NU] = ctrl[e][k0 : k0 + n]
+            self.u[0, :n, C.NU :] = qfrc
+            self.rollout.rollout(
+                [m],
+                [d],
+                s0[None],
+                self.u[:, :n],
+                control_spec=_SPEC,
+                skip_checks=True,
+                nstep=n,
+                initial_warmstart=warm[e, j : j + 1],
+                state=self.stbuf[:, :n],
+                sensordata=sens[e][None, k0 : k0 + n],
+            )
+            state[e, j + 1] = self.stbuf[0, n - 1]
+            warm[e, j + 1] = d.qacc_warmstart
+
+
 # ---------------------------------------------------------------------------------------
 # the hybrid simulator
 # ---------------------------------------------------------------------------------------
@@ -222,8 +275,10 @@ class HybridSim:
         self.model = cached_model(params)
         self.layout = CarLayout.of(self.model)
         self.period = residual.cfg.period if residual is not None else 10
-        self._rollout = mj_rollout.Rollout(nthread=0)
         self._data = mujoco.MjData(self.model)
+        self._wk: list[_Worker] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._npool = 0
 
     # --- open loop -----------------------------------------------------------------------
     def replay(
@@ -236,7 +291,7 @@ class HybridSim:
         """
         if self.residual is None:
             return car_sim.replay_batch([self.params], episodes, nthread)[0]
-        trajs = self.rollout(episodes)
+        trajs = self.rollout(episodes, nthread=nthread)
         return [self.sensors(ep, tr) for ep, tr in zip(episodes, trajs, strict=True)]
 
     def sensors(self, ep: car_sim.ReplayInput, tr: Trajectory) -> dict[str, np.ndarray]:
@@ -247,11 +302,14 @@ class HybridSim:
         self,
         episodes: Sequence[car_sim.ReplayInput],
         residual: Residual | None | str = "default",
+        nthread: int = 1,
     ) -> list[Trajectory]:
         """Hybrid open-loop rollouts, one `Trajectory` per episode.
 
         residual: "default" = this simulator's; None = the fitted simulator on the same
-        period grid (zero force).
+        period grid (zero force). nthread: worker threads that advance the trajectories
+        between residual evaluations (each trajectory always on its own MjData call, so
+        the result does not depend on nthread).
         """
         res = self.residual if isinstance(residual, str) else residual
         m, lay, P = self.model, self.layout, self.period
@@ -259,87 +317,86 @@ class HybridSim:
             P = res.cfg.period
         prm = self.params
         E = len(episodes)
-        K = [ep.nstep for ep in episodes]
-        J = [math.ceil(k / P) for k in K]
-        d0 = self._data
+        K = np.array([ep.nstep for ep in episodes])
+        J = (K + P - 1) // P
+        Jm = int(J.max()) if E else 0
         nstate = mujoco.mj_stateSize(m, _FULL)
         ctrl = [
             car_sim.control_sequence(
-                ep.command_t, ep.action, prm, float(ep.sensor_t[0]), k, ep.sensor_t, ep.vbat
+                ep.command_t, ep.action, prm, float(ep.sensor_t[0]), int(k), ep.sensor_t, ep.vbat
             )
             for ep, k in zip(episodes, K, strict=True)
         ]
-        state = [np.empty((j + 1, nstate)) for j in J]
-        warm = [np.zeros((j + 1, m.nv)) for j in J]
-        sens = [np.empty((k, m.nsensordata)) for k in K]
+        # padded per-period arrays (E, Jm + 1, ...); each episode's rows past J[e] unused
+        state = np.zeros((E, Jm + 1, nstate))
+        warm = np.zeros((E, Jm + 1, m.nv))
+        feat = np.zeros((E, Jm + 1, NFEAT))
         nout = len(res.cfg.outputs) if res is not None else 0
-        out = [np.zeros((j, nout)) for j in J]
-        tgrid = [float(ep.sensor_t[0]) + C.TIMESTEP * P * np.arange(j + 1) for ep, j in zip(episodes, J, strict=True)]
-        vb = [np.interp(tg, ep.sensor_t, ep.vbat) for tg, ep in zip(tgrid, episodes, strict=True)]
-        feat = [np.empty((j + 1, NFEAT)) for j in J]
+        out = np.zeros((E, Jm, nout))
+        sens = [np.empty((int(k), m.nsensordata)) for k in K]
+        t0 = np.array([float(ep.sensor_t[0]) for ep in episodes])
+        tgrid = t0[:, None] + C.TIMESTEP * P * np.arange(Jm + 1)[None, :]
+        vb = np.stack([np.interp(tg, ep.sensor_t, ep.vbat) for tg, ep in zip(tgrid, episodes, strict=True)]) \
+            if E else np.zeros((0, 1))
+        d0 = self._data
         for e, ep in enumerate(episodes):
             q, v = car_sim.initial_qpos_qvel(m, prm, ep)
-            state[e][0] = car_sim._full_state(m, d0, q, v, float(ep.sensor_t[0]))
+            state[e, 0] = car_sim._full_state(m, d0, q, v, float(ep.sensor_t[0]))
+        # controls at each period start, (E, Jm + 1, NU) (the end row: the last control)
+        c0 = np.stack([c[np.minimum(np.arange(Jm + 1) * P, len(c) - 1)] for c in ctrl]) if E else None
         H = res.cfg.history if res is not None else 1
-        stbuf = np.empty((1, P, nstate))
-        u = np.empty((1, P, C.NU + m.nv))
         ring = np.zeros((E, H, NFEAT))  # feature history, oldest first
-        start: dict[int, np.ndarray] = {}  # ablation "state": corrected period starts
-        for j in range(max(J)):
-            live = [e for e in range(E) if j < J[e]]
-            st = np.stack([state[e][j] for e in live])
-            qpos, qvel = split_state(m, st)
-            c0 = np.stack([ctrl[e][j * P] for e in live])
-            f = lay.features(qpos, qvel, c0, np.array([vb[e][j] for e in live]))
-            for i, e in enumerate(live):
-                feat[e][j] = f[i]
+        workers = self._workers(max(1, min(nthread, E)))
+        for j in range(Jm):
+            live = np.flatnonzero(j < J)
+            qpos, qvel = split_state(m, state[live, j])
+            f = lay.features(qpos, qvel, c0[live, j], vb[live, j])
+            feat[live, j] = f
             qfrc = np.zeros((len(live), m.nv))
+            starts = state[live, j]
             if res is not None:
                 if j == 0:
                     ring[live] = f[:, None, :]
                 else:
                     ring[live, :-1] = ring[live, 1:]
                     ring[live, -1] = f
-                hist = ring[live]
-                o = res(hist)
-                for i, e in enumerate(live):
-                    out[e][j] = o[i]
+                o = res(ring[live])
+                out[live, j] = o
                 yaw = lay.yaw(qpos)
                 if res.cfg.mode == "force":
                     qfrc = lay.to_qfrc(o, res.cfg.outputs, yaw)
                 else:  # ablation: overwrite velocities at the period boundary
-                    newv = lay.correct_state(qvel, o, res.cfg.outputs, yaw)
-                    for i, e in enumerate(live):
-                        start[e] = state[e][j : j + 1].copy()
-                        start[e][0, 1 + m.nq : 1 + m.nq + m.nv] = newv[i]
-            for i, e in enumerate(live):
-                s0 = start.pop(e, None)
-                k0 = j * P
-                n = min(P, K[e] - k0)
-                u[0, :n, : C.NU] = ctrl[e][k0 : k0 + n]
-                u[0, :n, C.NU :] = qfrc[i]
-                self._rollout.rollout(
-                    [m],
-                    [d0],
-                    state[e][j : j + 1] if s0 is None else s0,
-                    u[:, :n],
-                    control_spec=_SPEC,
-                    skip_checks=True,
-                    nstep=n,
-                    initial_warmstart=warm[e][j : j + 1],
-                    state=stbuf[:, :n],
-                    sensordata=sens[e][None, k0 : k0 + n],
-                )
-                state[e][j + 1] = stbuf[0, n - 1]
-                warm[e][j + 1] = d0.qacc_warmstart
+                    starts = starts.copy()
+                    starts[:, 1 + m.nq : 1 + m.nq + m.nv] = lay.correct_state(qvel, o, res.cfg.outputs, yaw)
+            jobs = [(int(e), starts[i], qfrc[i]) for i, e in enumerate(live)]
+            args = (j, P, K, ctrl, state, warm, sens)
+            if len(workers) == 1:
+                workers[0].run(jobs, *args)
+            else:
+                chunks = [jobs[w :: len(workers)] for w in range(len(workers))]
+                assert self._pool is not None
+                futs = [self._pool.submit(wk.run, ch, *args) for wk, ch in zip(workers, chunks, strict=True) if ch]
+                for fu in futs:
+                    fu.result()
         for e in range(E):  # features at the end state
-            qpos, qvel = split_state(m, state[e][-1:])
-            k = min(J[e] * P, K[e] - 1)
-            feat[e][-1] = lay.features(qpos, qvel, ctrl[e][k][None], vb[e][-1:])[0]
+            je = int(J[e])
+            qpos, qvel = split_state(m, state[e, je : je + 1])
+            feat[e, je] = lay.features(qpos, qvel, ctrl[e][min(je * P, int(K[e]) - 1)][None], vb[e, je : je + 1])[0]
         return [
-            Trajectory(state[e], warm[e], feat[e], out[e], ctrl[e], tgrid[e], sens[e], vb[e])
+            Trajectory(state[e, : J[e] + 1], warm[e, : J[e] + 1], feat[e, : J[e] + 1], out[e, : J[e]],
+                       ctrl[e], tgrid[e, : J[e] + 1], sens[e], vb[e, : J[e] + 1])
             for e in range(E)
         ]
+
+    def _workers(self, n: int) -> list[_Worker]:
+        """n step workers (each its own MjData and serial rollout), made once."""
+        while len(self._wk) < n:
+            self._wk.append(_Worker(self.model))
+        if n > 1 and self._npool < n:
+            if self._pool is not None:
+                self._pool.shutdown()
+            self._pool, self._npool = ThreadPoolExecutor(max_workers=n), n
+        return self._wk[:n]
 
     def advance(
         self,
