@@ -44,7 +44,9 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
                         "increments' units)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--logdir", help="TensorBoard directory (default: next to --out)")
-    return p
+    from realsim.distributed import add_distributed_arguments
+
+    return add_distributed_arguments(p)
 
 
 def parse_max_out(spec: str) -> dict[str, float] | None:
@@ -72,6 +74,7 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
     """Run training; prints the open-loop figures and the checkpoint path last."""
     from dynamics.train import TrainConfig, train_residual
     from realsim import residual
+    from realsim.distributed import dist_from_args, is_global_zero
 
     if not Path(a.params).is_file():
         raise UserError(f"no such parameter file: {a.params}")
@@ -86,8 +89,11 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
         history=a.history, horizon=a.horizon, anchor=a.anchor, mode=a.mode,
         outputs=residual.FORCE_OUTPUTS if a.mode == "force" else residual.STATE_OUTPUTS,
         passes=a.passes, epochs=a.epochs, batch=a.batch, seed=a.seed, logdir=a.logdir,
+        dist=dist_from_args(a),
     )
     res = train_residual(cfg)
+    if not is_global_zero():  # under DDP the other ranks stay quiet: one last line
+        return 0
     print(json.dumps(res.metrics))
     print(f"residual={res.path}")
     return 0

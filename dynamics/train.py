@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from dynamics.data import feature_stats, linearise, load_episodes, replay_input, scales
+from realsim.distributed import DistConfig, is_global_zero, rank_zero_writer, trainer_kwargs
 from realsim.residual import FORCE_OUTPUTS, Residual, ResidualConfig, ResidualNet, save_residual
 from realsim.robots.rc_car.params import CarParams
 from realsim.sim import HybridSim, diverged, load_params, split_state
@@ -58,6 +59,8 @@ class TrainConfig:
     hidden: tuple[int, ...] = (64, 64)
     mode: str = "force"
     outputs: tuple[str, ...] = FORCE_OUTPUTS
+    # Lightning strategy/devices/nodes (realsim.distributed); default: one CPU process
+    dist: DistConfig = field(default_factory=DistConfig)
     horizon: int = 0
     anchor: int = 0
     passes: int = 3
@@ -124,7 +127,6 @@ def train_residual(
     """Train, evaluate and save a residual (module doc). `episodes` skips loading logs."""
     import lightning as L
     from lightning.pytorch.loggers import TensorBoardLogger
-    from torch.utils.tensorboard import SummaryWriter
 
     from dynamics.lightning import ResidualDataModule, ResidualModule
 
@@ -145,7 +147,7 @@ def train_residual(
     module = ResidualModule(net, sig, lr=cfg.lr, out_penalty=cfg.out_penalty, truncate=cfg.horizon)
     dm = ResidualDataModule(rcfg.history, batch_size=cfg.batch if cfg.anchor != 1 else 64 * cfg.batch, seed=cfg.seed)
     logdir = Path(cfg.logdir) if cfg.logdir else Path(cfg.out).with_suffix("").parent / (Path(cfg.out).stem + "_tb")
-    writer = SummaryWriter(str(logdir / "rollout"))
+    writer = rank_zero_writer(logdir / "rollout")  # one writer, on rank 0, under DDP
     log(f"{len(train)} training, {len(held)} held-out episodes; logs to {logdir}")
 
     base_train = evaluate(sim, train, None)
@@ -169,7 +171,7 @@ def train_residual(
         trainer = L.Trainer(
             max_epochs=cfg.epochs, logger=TensorBoardLogger(str(logdir), name="fit", version=f"pass{p}"),
             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-            log_every_n_steps=1, accelerator="cpu", devices=1, num_sanity_val_steps=0,
+            log_every_n_steps=1, num_sanity_val_steps=0, **trainer_kwargs(cfg.dist),
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -207,7 +209,7 @@ def train_residual(
             "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
             "metrics": metrics}
     kept.meta = meta
-    path = save_residual(cfg.out, kept.net, meta)
+    path = save_residual(cfg.out, kept.net, meta) if is_global_zero() else Path(cfg.out)
     log(f"residual: {path} (pass {p})")
     return TrainResult(path, kept, metrics)
 
