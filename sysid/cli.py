@@ -25,6 +25,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                                      "or comma-separated episode names")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=2, help="rollout threads")
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes on this machine searching the one study (sysid.workers)")
     p.add_argument("--batch", type=int, default=16, help="candidates simulated together per batch")
     p.add_argument("--window", type=float, default=2.5,
                    help="split episodes into windows of this many seconds started from a state estimate")
@@ -32,7 +34,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="seconds of training data each search candidate replays (0: all)")
     p.add_argument("--refine-seconds", type=float, default=60.0,
                    help="seconds of training data the least squares and the intervals use (0: all)")
-    p.add_argument("--refine-iters", type=int, default=15)
+    p.add_argument("--refine-iters", type=int, default=9,
+                   help="Levenberg-Marquardt iterations (a finite-difference Jacobian every 3rd)")
     p.add_argument("--init", help="start from (and keep unidentifiable values of) this params.yaml")
     p.add_argument("--free", help="comma-separated subset of parameters to fit (default: all)")
     return p
@@ -52,18 +55,21 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def cmd_fit(a: argparse.Namespace) -> int:
     """Run the fit; the last line printed is the path of params.yaml."""
     from sysid.fit import FitConfig, run_fit
+    from sysid.workers import start_helpers
 
     free = [s.strip() for s in a.free.split(",") if s.strip()] if getattr(a, "free", None) else None
+    helpers = start_helpers(a)  # --workers N: N-1 more processes join the study
     cfg = FitConfig(robot=a.robot, logs=list(a.logs), out=a.out, trials=a.trials, storage=a.storage,
                     sampler=getattr(a, "sampler", "cmaes"), holdout=getattr(a, "holdout", None),
                     seed=getattr(a, "seed", 0), jobs=getattr(a, "jobs", 2), batch=getattr(a, "batch", 16),
                     window=getattr(a, "window", 2.5), search_seconds=getattr(a, "search_seconds", 20.0),
                     refine_seconds=getattr(a, "refine_seconds", 60.0),
-                    refine_iters=getattr(a, "refine_iters", 15), init=getattr(a, "init", None), free=free)
-    res = run_fit(cfg, log=lambda s: print(s, file=sys.stderr, flush=True))
+                    refine_iters=getattr(a, "refine_iters", 9), init=getattr(a, "init", None), free=free)
+    with helpers:
+        res = run_fit(cfg, log=lambda s: print(s, file=sys.stderr, flush=True))
     for split, d in res.rmse.items():
         print(f"{split}: " + ", ".join(f"{s} {d['nominal'][s]:.3g} -> {d['fitted'][s]:.3g}"
-                                       for s in ("yaw_rate", "wheel_speed")))
+                                       for s in res.adapter.headline))
     print(f"{a.out.rstrip('/')}/params.yaml")
     return 0
 

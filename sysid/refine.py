@@ -1,10 +1,13 @@
 """Local refinement: batched Levenberg-Marquardt, and honest confidence intervals.
 
-The LM loop is ours because its cost is all Jacobians: every iteration simulates the
-P finite-difference perturbations in ONE batched rollout (``Objective.residuals`` on a
+The LM loop is ours because its cost is all Jacobians: a finite-difference Jacobian
+simulates the P perturbations in ONE batched rollout (``Objective.residuals`` on a
 (P, n) block; offset parameters such as sensor biases get their exact column without
-simulating), then tries four damping values, again as one batch. A serial
-optimiser (``mujoco.sysid.optimize``) spent one rollout per candidate.
+simulating), and is only computed every JAC_EVERY steps, rank-one (Broyden) updates
+carrying it in between; every iteration tries four damping values as one batch.
+(``mujoco.sysid.optimize`` rolls out one trajectory per call, its finite-difference
+columns batched, and differentiates at every iteration; experiments/vs_mujoco_sysid.py
+compares the two on the same data.)
 
 Intervals: ``mujoco.sysid.calculate_intervals`` (Gauss-Newton covariance, white
 residuals) widened by the residuals' correlation: consecutive samples of an
@@ -30,6 +33,8 @@ MAX_REL_RANGE = 0.1  # identifiable: 95 % half-width <= this share of the parame
 MAX_REL_VALUE = 0.2  # ... and <= this share of |value| (half-range for zero-centred ones)
 MAX_LAG = 50  # samples of autocorrelation summed at most (1 s at 50 Hz)
 LAMBDAS = (0.0, 0.1, 1.0, 10.0)  # damping multipliers tried together (0: Gauss-Newton)
+MIN_OWN_EFFECT = 0.05  # pinned needs this share of a column the other columns cannot reproduce
+JAC_EVERY = 3  # accepted LM steps per finite-difference Jacobian (Broyden updates between)
 
 
 @dataclass
@@ -67,16 +72,37 @@ def jacobian(obj: Objective, u: np.ndarray, r0: np.ndarray, step: float = FD_STE
     return J
 
 
+def _broyden(obj: Objective, J: np.ndarray, du: np.ndarray, dr: np.ndarray) -> np.ndarray:
+    """Rank-one (Broyden) update of the simulated columns of J (R, n) after a step du (n,)
+    that changed the residuals by dr (R,). Offset columns are exact and stay as they are."""
+    sim = np.array([obj.offset_column(i) is None for i in range(J.shape[1])])
+    d = np.where(sim, du, 0.0)
+    dd = float(d @ d)
+    if dd <= 1e-30:
+        return J
+    J = J.copy()
+    J[:, sim] += np.outer(dr - J @ du, d[sim] / dd)
+    return J
+
+
 def lm(obj: Objective, u0: np.ndarray, max_iters: int = 10, ftol: float = 1e-4,
-       log: Callable[[str], None] = lambda s: None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+       log: Callable[[str], None] = lambda s: None,
+       jac_every: int = JAC_EVERY) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bounded Levenberg-Marquardt from ``u0`` (n,) in [0, 1]^n.
 
-    Returns (u (n,), r (R,), J (R, n)) at the optimum; J is the Jacobian there."""
+    The finite-difference Jacobian (one batch of the simulated columns) is computed at the
+    start and then every ``jac_every`` accepted steps; in between it is carried by rank-one
+    Broyden updates from the step just taken (no simulation). A step that fails on a
+    carried Jacobian first refreshes it rather than damping harder.
+
+    Returns (u (n,), r (R,), J (R, n)) at the optimum; J is a fresh finite-difference
+    Jacobian there (the intervals need it)."""
     u = np.clip(np.asarray(u0, float), 0.0, 1.0)
     r = obj.residuals(u[None])[0]
     cost = float(r @ r)
     lam = 1e-3
     J = jacobian(obj, u, r)
+    age = 0  # accepted steps since J was last computed by finite differences
     for it in range(max_iters):
         g = J.T @ r
         H = J.T @ J
@@ -94,20 +120,30 @@ def lm(obj: Objective, u0: np.ndarray, max_iters: int = 10, ftol: float = 1e-4,
         Rc = obj.residuals(np.array(cands))
         costs = np.sum(Rc * Rc, axis=1)
         k = int(np.argmin(costs))
-        if costs[k] >= cost:  # no improvement: damp harder, same point and Jacobian
-            lam *= 100.0
+        if costs[k] >= cost:
+            if age > 0:  # the carried Jacobian may be what failed: refresh it first
+                J, age = jacobian(obj, u, r), 0
+                log(f"lm {it}: cost {cost:.5g}, no step improved, Jacobian refreshed")
+                continue
+            lam *= 100.0  # no improvement on a fresh Jacobian: damp harder
             log(f"lm {it}: cost {cost:.5g}, no step improved, lambda {lam:.2g}")
             if lam > 1e8:
                 break
             continue
         gain = (cost - costs[k]) / max(cost, 1e-30)
-        moved = float(np.max(np.abs(cands[k] - u)))
+        du = cands[k] - u
+        moved = float(np.max(np.abs(du)))
+        J = _broyden(obj, J, du, Rc[k] - r)
         u, r, cost = cands[k], Rc[k], float(costs[k])
+        age += 1
         lam = min(max(lam * LAMBDAS[k], 1e-6), 1e8)
         log(f"lm {it}: cost {cost:.5g} (-{100 * gain:.2f} %), max |du| {moved:.2g}")
-        J = jacobian(obj, u, r)
         if gain < ftol or moved < 1e-4:
             break
+        if age >= jac_every:
+            J, age = jacobian(obj, u, r), 0
+    if age > 0:
+        J = jacobian(obj, u, r)
     return u, r, J
 
 
@@ -152,6 +188,15 @@ def intervals(obj: Objective, u: np.ndarray, r: np.ndarray, J: np.ndarray) -> In
         half[live] = np.where(np.isfinite(h), h * np.sqrt(f), np.inf)
     g = J.T @ r
     pinned = ((u <= 1e-6) & (g > 0)) | ((u >= 1 - 1e-6) & (g < 0))
+    # the logs push a parameter against its bound only if its effect is its own: one whose
+    # Jacobian column the other parameters reproduce (e.g. the centre of mass tilting the
+    # resting accelerometer exactly like the accelerometer bias) is confounded, not pinned
+    for i in np.flatnonzero(pinned):
+        others = np.flatnonzero(live & (np.arange(n) != i))
+        if others.size and col[i] > 0:
+            c = np.linalg.lstsq(J[:, others], J[:, i], rcond=None)[0]
+            if np.linalg.norm(J[:, i] - J[:, others] @ c) < MIN_OWN_EFFECT * col[i]:
+                pinned[i] = False
     rng = obj.hi - obj.lo
     x = obj.lo + u * rng
     zero_c = (obj.lo < 0) & (obj.hi > 0)
