@@ -2,13 +2,15 @@
 
 A *segment* is a whole episode started at rest, or a window of one started
 from a state estimate (``window`` > 0), so that a long episode's drift does not
-dominate the error. Targets are the compared signals on the sensor sample times:
-yaw rate, wheel speed (centred difference of ``enc_rad``) and the two
-accelerations, all smoothed by the same short moving average that is applied to
-the simulated signals. Sample times come from the device's clock mapped onto the
-host clock (``sensor_times``): host arrival stamps bunch when the reader is late,
-and a burst turned an encoder step into a wheel-speed spike; commands stay on
-their host send times.
+dominate the error. Targets are the compared signals on the sensor sample times,
+as the robot adapter defines them (``RobotAdapter.signals_of``, applied alike to
+logged and simulated fields). The car's are defined here (``SIGNALS`` ...
+``signals_of``; dynamics/ and the cycle use them too): yaw rate, wheel speed
+(centred difference of ``enc_rad``) and the two accelerations, all smoothed by the
+same short moving average that is applied to the simulated signals. Sample
+times come from the device's clock mapped onto the host clock (``sensor_times``):
+host arrival stamps bunch when the reader is late, and a burst turned an encoder
+step into a wheel-speed spike; commands stay on their host send times.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ SCALE_FLOOR = {"yaw_rate": 0.05, "wheel_speed": 1.0, "accel_x": 0.2, "accel_y": 
 # the simulator, contact chatter that jumps with tiny parameter changes (a non-smooth
 # objective); they inform the fit but do not dominate it
 WEIGHT = {"yaw_rate": 1.0, "wheel_speed": 1.0, "accel_x": 0.1, "accel_y": 0.2}
+UNITS = {"yaw_rate": "rad/s", "wheel_speed": "rad/s", "accel_x": "m/s^2", "accel_y": "m/s^2"}
 SMOOTH = 5  # samples of the moving average (0.1 s at 50 Hz)
 BURN_IN = 0.3  # s: least lead-in of a window started from an estimate (left out of the error)
 LEAD = 1.0  # s: default lead-in simulated before a window's scored samples
@@ -49,6 +52,7 @@ class LogEpisode:
     sensors: dict[str, np.ndarray]
     signals: dict[str, np.ndarray] = field(default_factory=dict)
     attrs: dict[str, Any] = field(default_factory=dict)
+    robot: str = "rc_car"
 
     @property
     def key(self) -> str:
@@ -91,7 +95,7 @@ def _despike(x: np.ndarray) -> np.ndarray:
 
 
 def signals_of(t: np.ndarray, out: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Compared signals from raw sensor fields. Shapes: t (M,) -> each (M,)."""
+    """The car's compared signals from raw sensor fields. Shapes: t (M,) -> each (M,)."""
     enc = np.asarray(out["enc_rad"], float)
     n = len(t)
     lo, hi = np.clip(np.arange(n) - 2, 0, n - 1), np.clip(np.arange(n) + 2, 0, n - 1)
@@ -147,18 +151,27 @@ def _episode(p: Path, ep: Any, adapter: RobotAdapter) -> LogEpisode:
     for name in adapter.required_fields:
         if name not in ep.sensors:
             raise UserError(f"{where}: dataset sensors/{name} is missing")
+    fields = adapter.required_fields + tuple(k for k in adapter.optional_fields if k in ep.sensors)
     streams = {"command/t": ep.command.t, "command/action": ep.command["action"],
                "sensors/t": ep.sensors.t}
-    streams |= {f"sensors/{k}": ep.sensors[k] for k in adapter.required_fields}
+    streams |= {f"sensors/{k}": ep.sensors[k] for k in fields}
     for k, v in streams.items():
         if not np.all(np.isfinite(np.asarray(v, float))):
             raise UserError(f"{where}: dataset {k} holds NaN or inf")
-    sensors = {k: np.asarray(ep.sensors[k], float) for k in adapter.required_fields}
+    sensors = {k: np.asarray(ep.sensors[k], float) for k in fields}
     e = LogEpisode(str(p), ep.name, np.asarray(ep.command.t, float),
                    np.asarray(ep.command["action"], float), sensor_times(ep.sensors),
-                   sensors, attrs=dict(ep.attrs))
-    e.signals = signals_of(e.sensor_t, sensors)
+                   sensors, attrs=dict(ep.attrs), robot=adapter.robot)
+    e.signals = adapter.signals_of(e.sensor_t, sensors)
     return e
+
+
+def sim_signals(adapter: RobotAdapter, seg: Segment, sim: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Compared signals of one simulated segment, like with like: an optional field the
+    log lacks (e.g. the arm's qvel) is left out of the sim's too. Each (K,)."""
+    opt = set(adapter.optional_fields) - set(seg.episode.sensors)
+    fields = {k: v for k, v in sim.items() if k not in opt} if opt else sim
+    return adapter.signals_of(np.asarray(seg.inp.sensor_t), fields)
 
 
 def split_holdout(episodes: list[LogEpisode], holdout: str | None) -> tuple[list[LogEpisode], list[LogEpisode]]:
@@ -185,14 +198,15 @@ def split_holdout(episodes: list[LogEpisode], holdout: str | None) -> tuple[list
     return train, held
 
 
-def _quiet_start(e: LogEpisode, t_latest: float, span: float = START_SPAN) -> int:
-    """Sample in [t_latest - span, t_latest] where the car is steadiest (least |accel|):
-    there the state estimate (no lateral slip, wheels rolling) is closest to the truth."""
+def _quiet_start(e: LogEpisode, t_latest: float, adapter: RobotAdapter, span: float = START_SPAN) -> int:
+    """Sample in [t_latest - span, t_latest] where the robot is steadiest
+    (``adapter.unsteadiness``: the car's |accel|, the arm's joint speeds): there the state
+    estimate (the car: no lateral slip, wheels rolling) is closest to the truth."""
     t = e.sensor_t
     lo, hi = np.searchsorted(t, t_latest - span), np.searchsorted(t, t_latest, side="right")
     if hi <= lo:
         return int(max(1, min(lo, len(t) - 1)))
-    a = np.abs(e.signals["accel_x"][lo:hi]) + np.abs(e.signals["accel_y"][lo:hi])
+    a = np.asarray(adapter.unsteadiness(e.signals))[lo:hi]
     return int(max(1, lo + int(np.argmin(a))))
 
 
@@ -211,7 +225,7 @@ def make_segments(episodes: Sequence[LogEpisode], adapter: RobotAdapter,
         starts = [0] if window <= 0 else list(np.searchsorted(t, np.arange(t[0], t[-1] - window / 2, window)))
         for k, i0 in enumerate(starts):
             i1 = starts[k + 1] if k + 1 < len(starts) else len(t)
-            s0 = 0 if i0 == 0 else _quiet_start(e, t[i0] - max(lead, BURN_IN))
+            s0 = 0 if i0 == 0 else _quiet_start(e, t[i0] - max(lead, BURN_IN), adapter)
             idx = np.arange(s0, i1)
             init = adapter.estimate_init(e.signals, s0) if s0 > 0 else None
             t0 = float(t[s0]) if s0 > 0 else 0.0
@@ -222,7 +236,12 @@ def make_segments(episodes: Sequence[LogEpisode], adapter: RobotAdapter,
     return segs
 
 
-def signal_scales(episodes: Sequence[LogEpisode]) -> dict[str, float]:
-    """Per-signal std over the (training) episodes, floored so a still log stays finite."""
-    return {s: max(float(np.std(np.concatenate([e.signals[s] for e in episodes]))), SCALE_FLOOR[s])
-            for s in SIGNALS}
+def signal_scales(episodes: Sequence[LogEpisode], adapter: RobotAdapter | None = None) -> dict[str, float]:
+    """Per-signal std over the (training) episodes, floored (``adapter.scale_floor``) so a
+    still log stays finite. ``adapter``: default the episodes' robot's."""
+    if adapter is None:
+        from sysid.robot_adapter import get_adapter
+
+        adapter = get_adapter(episodes[0].robot)
+    return {s: max(float(np.std(np.concatenate([e.signals[s] for e in episodes]))), adapter.scale_floor[s])
+            for s in adapter.signals}

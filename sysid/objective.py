@@ -6,6 +6,7 @@ every candidate on every segment in ONE batched ``mujoco.rollout`` (through the
 robot adapter), which is what makes candidates cheap to evaluate in groups.
 Residual = weight * (sim - real) / scale per signal and sample, divided by
 sqrt(count), so the objective (sum of squares) is the mean squared weighted error.
+Signals, weights and how they are computed are the robot adapter's.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sysid.data import SIGNALS, WEIGHT, Segment, signals_of
+from sysid.data import Segment, sim_signals
 from sysid.robot_adapter import RobotAdapter
 
 BAD_LOSS = 1e6  # a candidate whose simulation blew up
@@ -26,19 +27,21 @@ class Objective:
     def __init__(self, adapter: RobotAdapter, segments: Sequence[Segment], scales: Mapping[str, float],
                  free: Sequence[str], fixed: Mapping[str, float], nthread: int = 2) -> None:
         self.adapter, self.segments = adapter, list(segments)
-        self.scales = {s: scales[s] / WEIGHT[s] for s in SIGNALS}  # weighted: residual = d / scale
+        self.signals = tuple(adapter.signals)
+        # weighted: residual = d / scale
+        self.scales = {s: scales[s] / adapter.weight[s] for s in self.signals}
         self.free, self.fixed, self.nthread = list(free), dict(fixed), nthread
         self.lo = np.array([adapter.spec(n).low for n in self.free], float)
         self.hi = np.array([adapter.spec(n).high for n in self.free], float)
-        self.count = int(sum(s.mask.sum() for s in self.segments)) * len(SIGNALS)
+        self.count = int(sum(s.mask.sum() for s in self.segments)) * len(self.signals)
         # row layout of a residual vector: per segment, per signal, its masked samples
         sig, seg = [], []
         for j, s in enumerate(self.segments):
             m = int(s.mask.sum())
-            for i in range(len(SIGNALS)):
+            for i in range(len(self.signals)):
                 sig.append(np.full(m, i))
                 seg.append(np.full(m, j))
-        self.row_signal = np.concatenate(sig) if sig else np.zeros(0, int)  # (R,) index into SIGNALS
+        self.row_signal = np.concatenate(sig) if sig else np.zeros(0, int)  # (R,) index into self.signals
         self.row_segment = np.concatenate(seg) if seg else np.zeros(0, int)  # (R,) segment index
         self.n_evals = 0  # candidate parameter sets simulated so far
 
@@ -48,7 +51,7 @@ class Objective:
         sig = self.adapter.offsets.get(self.free[i])
         if sig is None:
             return None
-        k = SIGNALS.index(sig)
+        k = self.signals.index(sig)
         d = (self.hi[i] - self.lo[i]) / self.scales[sig] / np.sqrt(self.count)
         return np.where(self.row_signal == k, d, 0.0)
 
@@ -93,8 +96,8 @@ class Objective:
                 continue
             parts = []
             for seg, sim in zip(self.segments, per_seg, strict=True):
-                ssig = signals_of(np.asarray(seg.inp.sensor_t), sim)
-                for s in SIGNALS:
+                ssig = sim_signals(self.adapter, seg, sim)
+                for s in self.signals:
                     d = (ssig[s] - seg.episode.signals[s][seg.idx]) / self.scales[s]
                     parts.append(d[seg.mask])
             r = np.concatenate(parts) / np.sqrt(self.count)
@@ -119,10 +122,10 @@ def rmse(adapter: RobotAdapter, segments: Sequence[Segment], params_list: Sequen
     sims = adapter.replay_batch(list(params_list), [s.inp for s in segments], nthread)
     out = []
     for per_seg in sims:
-        sq = {s: [] for s in SIGNALS}
+        sq: dict[str, list[np.ndarray]] = {s: [] for s in adapter.signals}
         for seg, sim in zip(segments, per_seg, strict=True):
-            ssig = signals_of(np.asarray(seg.inp.sensor_t), sim)
-            for s in SIGNALS:
+            ssig = sim_signals(adapter, seg, sim)
+            for s in adapter.signals:
                 sq[s].append(((ssig[s] - seg.episode.signals[s][seg.idx])[seg.mask]) ** 2)
         out.append({s: float(np.sqrt(np.mean(np.concatenate(v)))) for s, v in sq.items()})
     return out, sims

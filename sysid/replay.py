@@ -1,10 +1,13 @@
 """`realsim replay`: each episode's recorded commands, open loop, in the simulator.
 
-Commands act at their recorded times (through the latency model), the car
-starts at rest at the origin, and the simulated sensors are written on the
-log's own sensor timestamps (``enc_rad`` continuing from the first logged
-value; ``vbat``, ``ack`` and ``flags`` copied from the log: they are not
-simulated). Output: the log format, source="sim", same episode names.
+Commands act at their recorded times (through the latency model), the robot
+starts at rest in the state the episode's first sensor sample shows (the car at
+the origin, the arm in its first measured pose), and the simulated sensors the
+robot adapter names (``replay_fields``) are written on the log's own sensor
+timestamps. The car: ``enc_rad`` continuing from the first logged value; ``vbat``,
+``ack`` and ``flags`` copied from the log (not simulated). The arm: ``qpos``,
+``qvel``, ``load``, ``temperature`` simulated, ``voltage`` the logged one.
+Output: the log format, source="sim", same episode names.
 """
 
 from __future__ import annotations
@@ -49,9 +52,7 @@ def replay_log(robot: str, log: str, out: str, params: str | None = None,
                                  seed=src.seed, attrs={"replay_of": e.name})
             ep.add_commands(src.command.t, src.command["seq"], src.command["action"])
             m = len(src.sensors)
-            extra = {k: src.sensors[k] for k in ("ack", "flags") if k in src.sensors}
-            ep.add_sensor_block(src.sensors.t, np.full(m, np.nan), enc_rad=sim["enc_rad"],
-                                yaw_rate=sim["yaw_rate"], accel=sim["accel"], vbat=sim["vbat"], **extra)
+            ep.add_sensor_block(src.sensors.t, np.full(m, np.nan), **ad.replay_fields(sim, src.sensors))
             ep.close()
     _rename_check(dst, [e.name for e in episodes])
     return dst

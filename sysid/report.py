@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,22 +12,26 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from sysid.data import SIGNALS, make_segments, signals_of  # noqa: E402
+from sysid.data import make_segments, sim_signals  # noqa: E402
 
 if TYPE_CHECKING:
     from sysid.fit import FitResult
 
-UNITS = {"yaw_rate": "rad/s", "wheel_speed": "rad/s", "accel_x": "m/s^2", "accel_y": "m/s^2"}
 MAX_PLOTS = 6
 
 
-def _plot(path: Path, title: str, t: np.ndarray, real: dict, nom: dict, fit: dict) -> None:
-    fig, axes = plt.subplots(len(SIGNALS), 1, figsize=(9, 8), sharex=True)
-    for ax, s in zip(axes, SIGNALS, strict=True):
+def _plot(path: Path, title: str, t: np.ndarray, real: dict, nom: dict, fit: dict,
+          signals: Sequence[str], units: Mapping[str, str]) -> None:
+    """One panel per signal: real, nominal and fitted over t (K,); each dict maps a
+    signal name to its (K,) series."""
+    fig, axes = plt.subplots(len(signals), 1, figsize=(9, max(8, 1.4 * len(signals))), sharex=True,
+                             squeeze=False)
+    axes = axes[:, 0]
+    for ax, s in zip(axes, signals, strict=True):
         ax.plot(t, real[s], "k", lw=1.0, label="real (log)")
         ax.plot(t, nom[s], "tab:blue", lw=0.9, alpha=0.8, label="nominal")
         ax.plot(t, fit[s], "tab:red", lw=0.9, alpha=0.8, label="fitted")
-        ax.set_ylabel(f"{s}\n[{UNITS[s]}]", fontsize=8)
+        ax.set_ylabel(f"{s}\n[{units.get(s, '')}]", fontsize=8)
         ax.grid(alpha=0.3)
     axes[0].legend(loc="upper right", fontsize=8, ncol=3)
     axes[0].set_title(title, fontsize=9)
@@ -44,6 +48,7 @@ def write_report(res: FitResult, out: Path, nthread: int = 2,
     ``replays``: episode key -> (nominal, fitted) whole-episode replays already simulated
     (the fit's RMSE table); episodes missing from it are simulated here."""
     ad = res.adapter
+    SIGNALS, UNITS = ad.signals, ad.units  # noqa: N806
     lines = [f"# System identification report: {ad.robot}", "",
              f"Backend `{res.meta['backend']}`, sampler `{res.meta['sampler']}`, "
              f"{res.meta['trials']} trials, {res.meta['evaluations']} parameter sets simulated, "
@@ -64,7 +69,11 @@ def write_report(res: FitResult, out: Path, nthread: int = 2,
         elif res.identifiable[p.name]:
             ci, ok = f"{v - res.half[p.name]:.4g} .. {v + res.half[p.name]:.4g}", "yes"
         else:
-            ci, ok = "(logs do not determine it)", "**no** (prior kept)"
+            at_prior = bool(np.isclose(v, res.prior[p.name], rtol=1e-9, atol=0.0))
+            at_bound = v in (p.low, p.high)
+            ci = "(logs do not determine it)"
+            ok = ("**no** (prior kept)" if at_prior else "**no** (at a bound the logs push against)"
+                  if at_bound else "**no** (fit's value kept: the prior cost more)")
         lines.append(f"| {p.name} | {v:.4g} | {ci} | {ok} | {p.nominal:g} | {p.low:g} .. {p.high:g} | {p.unit} |")
     eps = (res.held + res.train)[:MAX_PLOTS]
     if eps:
@@ -81,7 +90,8 @@ def write_report(res: FitResult, out: Path, nthread: int = 2,
             png = f"episode_{i:02d}_{e.name}.png"
             t = np.asarray(seg.inp.sensor_t)
             _plot(out / png, f"{e.key} ({split})", t, {s: e.signals[s] for s in SIGNALS},
-                  signals_of(t, replays[e.uid][0]), signals_of(t, replays[e.uid][1]))
+                  sim_signals(ad, seg, replays[e.uid][0]), sim_signals(ad, seg, replays[e.uid][1]),
+                  SIGNALS, UNITS)
             lines += [f"### {e.key} ({split})", "", f"![{e.name}]({png})", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")

@@ -138,6 +138,8 @@ class ReplayInput:
     initial_qpos, initial_qvel: Shape: (nq,), (nv,) full MuJoCo state to start from
         (windows started mid-episode); then `initial_hold` (6,) are the goals acting
         before the first command (default: the motor angles).
+    qvel0: Shape: (6,) joint velocities (rad/s, gripper m/s) to start with, in the pose
+        `qpos0` (windows started mid-motion from a logged reading); default at rest.
     """
 
     command_t: np.ndarray
@@ -149,6 +151,7 @@ class ReplayInput:
     initial_qpos: np.ndarray | None = None
     initial_qvel: np.ndarray | None = None
     initial_hold: np.ndarray | None = None
+    qvel0: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.command_t = np.asarray(self.command_t, dtype=np.float64).reshape(-1)
@@ -209,7 +212,13 @@ def initial_state(
             hold = np.r_[q[lay.motor_q], q[lay.finger_q].sum()]
         return q, v, hold
     q, hold = rest_qpos(model, params, ep.qpos0)
-    return q, np.zeros(model.nv), hold
+    v = np.zeros(model.nv)
+    if ep.qvel0 is not None:  # moving start: the motor hinges (and both fingers) at speed
+        lay = ArmLayout(model)
+        w = np.asarray(ep.qvel0, dtype=np.float64).reshape(C.NJ)
+        v[lay.motor_v] = w[:5]
+        v[lay.finger_v] = 0.5 * w[5]
+    return q, v, hold
 
 
 def full_state(
