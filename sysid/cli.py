@@ -28,8 +28,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1,
                    help="processes on this machine searching the one study (sysid.workers)")
     p.add_argument("--batch", type=int, default=16, help="candidates simulated together per batch")
-    p.add_argument("--window", type=float, default=2.5,
-                   help="split episodes into windows of this many seconds started from a state estimate")
+    p.add_argument("--window", type=float, default=None,
+                   help="split episodes into windows of this many seconds started from a state "
+                        "estimate; 0: whole episodes from rest (default: rc_car 2.5, arm 0, whose "
+                        "servo state a window start cannot estimate without a transient)")
     p.add_argument("--search-seconds", type=float, default=20.0,
                    help="seconds of training data each search candidate replays (0: all)")
     p.add_argument("--refine-seconds", type=float, default=60.0,
@@ -52,6 +54,14 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+DEFAULT_WINDOW = {"rc_car": 2.5, "arm": 0.0}  # s
+
+
+def _window(a: argparse.Namespace) -> float:
+    w = getattr(a, "window", None)
+    return DEFAULT_WINDOW.get(a.robot, 2.5) if w is None else float(w)
+
+
 def cmd_fit(a: argparse.Namespace) -> int:
     """Run the fit; the last line printed is the path of params.yaml."""
     from sysid.fit import FitConfig, run_fit
@@ -62,7 +72,7 @@ def cmd_fit(a: argparse.Namespace) -> int:
     cfg = FitConfig(robot=a.robot, logs=list(a.logs), out=a.out, trials=a.trials, storage=a.storage,
                     sampler=getattr(a, "sampler", "cmaes"), holdout=getattr(a, "holdout", None),
                     seed=getattr(a, "seed", 0), jobs=getattr(a, "jobs", 2), batch=getattr(a, "batch", 16),
-                    window=getattr(a, "window", 2.5), search_seconds=getattr(a, "search_seconds", 20.0),
+                    window=_window(a), search_seconds=getattr(a, "search_seconds", 20.0),
                     refine_seconds=getattr(a, "refine_seconds", 60.0),
                     refine_iters=getattr(a, "refine_iters", 9), init=getattr(a, "init", None), free=free)
     with helpers:
