@@ -1,12 +1,15 @@
 """Validation loss against closed-loop success, per checkpoint (why val loss never picks a model).
 
     python experiments/valloss_vs_success.py CKPT_epoch*.pt [--sim-episodes 50] [--emu-episodes 20]
+        [--resume]
 
 The checkpoints come from `realsim train-student ... --set keep_all=true` (each
 carries its epoch's validation loss). For each: robust closed-loop sim success
 (fresh seeds) and, unless --emu-episodes 0, success on `realsim emulate rc_car`
 from JDG verdicts (deploy, real time: 10 s per episode). Prints and writes a
-table and the Spearman rank correlations of val loss with each success.
+table and the Spearman rank correlations of val loss with each success. --resume keeps
+the rows already in --out/valloss_vs_success.json (same checkpoint path) and evaluates
+only the new checkpoints, so the emulated runs (real time) can be done in pieces.
 """
 
 from __future__ import annotations
@@ -47,10 +50,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=300_000)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", default="experiments/results")
+    p.add_argument("--resume", action="store_true", help="reuse rows of a previous run")
     a = p.parse_args(argv)
+    prev: dict[str, dict] = {}
+    js = Path(a.out) / "valloss_vs_success.json"
+    if a.resume and js.is_file():
+        prev = {r["checkpoint"]: r for r in json.loads(js.read_text())["rows"]}
     rows = []
     with Evaluator(a.workers) as ev:
         for c in a.checkpoints:
+            if c in prev:
+                rows.append(prev[c])
+                continue
             ck = torch.load(c, map_location="cpu", weights_only=True)
             m = ck["meta"]
             r = ev.evaluate(ck, a.sim_episodes, a.seed, action_noise=ck["config"]["eval_action_noise"])
@@ -61,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                 row["emu_episodes"] = a.emu_episodes
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
+            Path(a.out).mkdir(parents=True, exist_ok=True)
+            js.write_text(json.dumps({"rows": rows, "spearman": None}, indent=1))
     v = np.array([r["val_loss"] for r in rows], float)
     corr = {"sim": spearmanr(v, [r["sim_success"] for r in rows]).statistic}
     if a.emu_episodes > 0:

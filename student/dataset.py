@@ -120,12 +120,12 @@ def _episode_samples(ep, cfg: StudentConfig, frame_base: int):  # noqa: ANN001, 
     return (fi[use] + frame_base, tel, past, chunk, mask)
 
 
-def _decode_all(jpegs: Sequence[bytes], width: int) -> np.ndarray:
-    h = width * 3 // 4
-    out = np.empty((len(jpegs), h, width, 3), np.uint8)
+def _decode_all(jpegs: Sequence[bytes], cfg: StudentConfig) -> np.ndarray:
+    """Every frame at the input size. Shape: (n, h, w, 3) uint8 RGB."""
+    out = np.empty((len(jpegs), cfg.image_height, cfg.image_width, 3), np.uint8)
 
     def work(i: int) -> None:
-        out[i] = preprocess_jpeg(jpegs[i], width)
+        out[i] = preprocess_jpeg(jpegs[i], cfg.image_width, cfg.crop_rows)
 
     with ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:
         list(pool.map(work, range(len(jpegs))))
@@ -164,7 +164,7 @@ def load_dataset(paths: Sequence[str | Path], cfg: StudentConfig,
                     skipped += 1
                     continue
                 cam = ep.cameras[cfg.camera]
-                f = _decode_all(cam.jpeg, cfg.image_width)
+                f = _decode_all(cam.jpeg, cfg)
                 frames.append(f)
                 parts.append((*s, np.full(len(s[0]), n_frames, np.int64), np.full(len(s[0]), n_ep)))
                 n_frames += len(f)

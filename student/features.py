@@ -1,6 +1,8 @@
 """Preprocessing shared by training and deployment, so the policy sees the same thing in both.
 
-- `preprocess_jpeg(jpeg, width)`: JPEG bytes -> RGB uint8 (H, W, 3) at the input size.
+- `preprocess_jpeg(jpeg, width, crop_rows)`: JPEG bytes -> RGB uint8 (h, w, 3) at the
+  input size: the band of camera rows `crop_rows` (rows of the 320x240 frame; None: the
+  whole frame), resized to `width` wide (`student.config.input_height` gives h).
 - `telemetry_features(...)`: the robot-legal telemetry fields of the log format
   (`enc_rad`, `yaw_rate`, `accel`, `vbat`, `t_device`) -> per-sample features.
   `TelemetryTracker` computes the same features one sample at a time, as they
@@ -21,29 +23,43 @@ from typing import Any
 import cv2
 import numpy as np
 
+from student.config import CAMERA_H, input_height
+
 FEATURES = ("wheel_speed", "yaw_rate", "accel_x", "accel_y", "vbat")
 SENSOR_FIELDS = ("t_device", "enc_rad", "yaw_rate", "accel", "vbat")
 """The log's sensors/ fields the student reads (all robot-legal)."""
 _MAX_SPEED = 200.0  # rad/s: clamp of the encoder speed (a clock glitch must not explode it)
 
 
-def preprocess_jpeg(jpeg: bytes | np.ndarray, width: int) -> np.ndarray:
-    """Decode a camera JPEG and resize it to the policy's input. Shape: (3W/4, W, 3) RGB uint8.
+def preprocess_jpeg(jpeg: bytes | np.ndarray, width: int,
+                    crop_rows: Sequence[int] | None = None) -> np.ndarray:
+    """Decode a camera JPEG and cut/resize it to the policy's input. Shape: (h, W, 3) RGB uint8.
 
-    Decodes at half size (libjpeg's DCT scaling, fast) when that is still larger
-    than the input, then area-resizes.
+    h = `input_height(width, crop_rows)`. Decodes at half size (libjpeg's DCT scaling,
+    fast) when that still leaves at least `width` columns, then crops and area-resizes.
     """
     buf = np.frombuffer(jpeg, np.uint8) if isinstance(jpeg, (bytes, bytearray, memoryview)) else jpeg
     flag = cv2.IMREAD_REDUCED_COLOR_2 if width <= 160 else cv2.IMREAD_COLOR
     img = cv2.imdecode(buf, flag)
     if img is None:
         raise ValueError("frame is not a decodable JPEG")
-    return preprocess_bgr(img, width)
+    return preprocess_bgr(img, width, crop_rows)
 
 
-def preprocess_bgr(img: np.ndarray, width: int) -> np.ndarray:
-    """BGR uint8 image (any size) -> RGB uint8 (3W/4, W, 3) input."""
-    h = width * 3 // 4
+def crop_band(img: np.ndarray, crop_rows: Sequence[int] | None) -> np.ndarray:
+    """The band of rows `crop_rows` = (top, bottom) of the nominal 240-row frame, scaled to
+    the image's own height (a half-size decode has 120 rows). Shape: (rows, W, ...)."""
+    if crop_rows is None:
+        return img
+    s = img.shape[0] / CAMERA_H
+    top, bottom = int(round(crop_rows[0] * s)), int(round(crop_rows[1] * s))
+    return img[top:bottom]
+
+
+def preprocess_bgr(img: np.ndarray, width: int, crop_rows: Sequence[int] | None = None) -> np.ndarray:
+    """BGR uint8 camera image (any size, 4:3) -> RGB uint8 input. Shape: (h, width, 3)."""
+    img = crop_band(img, crop_rows)
+    h = input_height(width, crop_rows)
     if img.shape[1] != width or img.shape[0] != h:
         img = cv2.resize(img, (width, h), interpolation=cv2.INTER_AREA)
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)

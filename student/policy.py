@@ -82,11 +82,20 @@ def load_checkpoint(path: str | Path) -> tuple[StudentPolicy, StudentConfig, dic
         raise UserError(f"{p}: not a student checkpoint (format {ck.get('format') if isinstance(ck, dict) else '?'!r})")
     if ck.get("version") != CKPT_VERSION:
         raise UserError(f"{p}: student checkpoint version {ck.get('version')!r} is not supported")
-    return model_from_checkpoint(ck), StudentConfig.from_dict(ck["config"]), ck.get("meta", {})
+    model = model_from_checkpoint(ck)
+    return model, StudentConfig.from_dict(ck["config"]), ck.get("meta", {})
+
+
+def _upgrade(ck: dict[str, Any]) -> dict[str, Any]:
+    """Checkpoints written before `crop_rows` existed saw the whole frame: say so in their
+    config (in place, so every later `StudentConfig.from_dict(ck["config"])` agrees)."""
+    ck["config"].setdefault("crop_rows", None)
+    return ck
 
 
 def model_from_checkpoint(ck: dict[str, Any]) -> StudentPolicy:
-    cfg = StudentConfig.from_dict(ck["config"])
+    """The policy of a checkpoint dict, in eval mode (upgrades an old config in place)."""
+    cfg = StudentConfig.from_dict(_upgrade(ck)["config"])
     model = StudentPolicy(cfg)
     model.load_state_dict(ck["state_dict"])
     model.eval()
@@ -130,7 +139,7 @@ class PolicyRunner:
         if jpeg is None or jpeg is self._jpeg:
             return
         self._jpeg = jpeg
-        self._img = frames_to_tensor(preprocess_jpeg(jpeg, self.cfg.image_width)[None])
+        self._img = frames_to_tensor(preprocess_jpeg(jpeg, self.cfg.image_width, self.cfg.crop_rows)[None])
 
     def act(self, telemetry: Any, jpeg: bytes | None = None, t_host: float = math.nan) -> np.ndarray:
         self.set_frame(jpeg)

@@ -248,7 +248,8 @@ def check_input_resolution(cfg: StudentConfig, log: Log) -> None:
         return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rep = check_footprint(cfg.image_width, cfg.footprint_floor_px, n=cfg.footprint_samples)
+        rep = check_footprint(cfg.image_width, cfg.footprint_floor_px, n=cfg.footprint_samples,
+                              crop_rows=cfg.crop_rows)
     for w in caught:
         log(f"warning: {w.message}")
     if getattr(rep, "warn", False):

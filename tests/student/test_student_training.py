@@ -265,3 +265,33 @@ def test_model_from_checkpoint_roundtrip_of_history_inputs(data_path: Path) -> N
     m = StudentModule(cfg, *data.telemetry_stats()).policy
     m2 = model_from_checkpoint(checkpoint_dict(m, cfg))
     assert torch.equal(m2.tel_std, m.tel_std)
+
+
+def test_crop_band_input_shape_and_content() -> None:
+    """crop_rows cuts camera rows first, then resizes at the band's own aspect ratio."""
+    from realsim.errors import UserError
+    from student.config import input_height
+    from student.features import preprocess_jpeg
+
+    cfg = StudentConfig(image_width=160, crop_rows=(32, 152))
+    assert cfg.image_height == 60 == input_height(160, (32, 152))
+    assert StudentConfig(image_width=80, crop_rows=None).image_height == 60
+    img = preprocess_jpeg(cone_image(160.0, size=20), 160, (32, 152))
+    assert img.shape == (60, 160, 3)
+    # the orange block spans camera rows 110..130 -> band rows 78..98 -> input rows 39..49
+    orange = (img[..., 0].astype(int) - img[..., 2]) > 100
+    rows = np.flatnonzero(orange.any(1))
+    assert 36 <= rows.min() and rows.max() <= 51, rows
+    assert StudentConfig.from_dict(cfg.as_dict()) == cfg
+    with pytest.raises(UserError, match="crop_rows"):
+        StudentConfig(crop_rows=(100, 50))
+
+
+def test_a_checkpoint_from_before_crop_rows_keeps_the_whole_frame() -> None:
+    from student.policy import checkpoint_dict
+
+    cfg = tiny_cfg(crop_rows=None)
+    ck = checkpoint_dict(StudentModule(cfg, np.zeros(5), np.ones(5)).policy, cfg)
+    del ck["config"]["crop_rows"]  # as written before the field existed
+    model = model_from_checkpoint(ck)
+    assert ck["config"]["crop_rows"] is None and model.cfg.image_height == 24

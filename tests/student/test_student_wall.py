@@ -67,7 +67,7 @@ def test_loader_never_reads_the_privileged_group(tmp_path: Path, monkeypatch: py
         return ep
 
     monkeypatch.setattr(LogReader, "episode", spy)
-    data = load_dataset([path], StudentConfig(image_width=32, history=2))
+    data = load_dataset([path], StudentConfig(image_width=32, crop_rows=None, history=2))
     assert seen and not any(seen)
     assert len(data) > 0 and data.frames.shape[1:] == (24, 32, 3)
     assert data.tel.shape[1:] == (3, 5) and data.past_actions.shape[1:] == (2, 2)
