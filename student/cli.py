@@ -48,6 +48,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--residual", metavar="CKPT",
                    help="residual dynamics checkpoint (`realsim train-residual`): the closed-loop "
                    "selection and final evaluation run the hybrid simulator")
+    from realsim.distributed import add_distributed_arguments
+
+    add_distributed_arguments(p)
 
 
 def _overrides(items: list[str]) -> dict[str, Any]:
@@ -114,7 +117,11 @@ def cmd_train_student(a: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    from realsim.distributed import dist_from_args
+
     res = train_student(a.data, a.out, cfg, log=log, tb_dir=getattr(a, "tensorboard", None),
-                        env_kwargs=env_kwargs, init=init)
+                        env_kwargs=env_kwargs, init=init, dist=dist_from_args(a))
+    if "rank" in res:  # a DDP rank other than 0: rank 0 prints the one last line
+        return 0
     print(f"checkpoint={a.out} episodes={res['episodes']} success={res['success']:.3f}")
     return 0

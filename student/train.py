@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
+from realsim.distributed import DistConfig, trainer_kwargs
 from student.config import StudentConfig
 from student.dataset import StudentData, load_dataset
 from student.evaluate import DEFAULT_ENV, EvalResult, Evaluator
@@ -196,10 +197,14 @@ class ClosedLoopSelection(L.Callback):
         epoch = trainer.current_epoch
         out_of_time = self.cfg.max_train_seconds > 0 and \
             time.monotonic() - self.t_start > self.cfg.max_train_seconds
+        # under DDP every rank must stop at the same epoch: rank 0's clock decides
+        out_of_time = bool(trainer.strategy.broadcast(out_of_time, src=0))
         last = epoch + 1 >= self.cfg.epochs or out_of_time
         if out_of_time:
             trainer.should_stop = True
         if (epoch + 1) % self.cfg.eval_every and not last:
+            return
+        if not trainer.is_global_zero:  # one closed-loop evaluation, on rank 0 (the others wait)
             return
         assert isinstance(pl_module, StudentModule)
         m = trainer.callback_metrics
@@ -210,7 +215,7 @@ class ClosedLoopSelection(L.Callback):
         t0 = time.monotonic()
         res = self.ev.evaluate(ck, self.cfg.eval_episodes, self.cfg.eval_seed,
                                action_noise=self.cfg.eval_action_noise, seconds=self.cfg.eval_seconds)
-        pl_module.log("sim_success", res.success_rate)
+        pl_module.log("sim_success", res.success_rate, rank_zero_only=True)
         if trainer.logger is not None:
             trainer.logger.log_metrics({"sim_success": res.success_rate, "val_loss_at_eval": val},
                                        step=trainer.global_step)
@@ -292,7 +297,8 @@ def training_threads(asked: int) -> int:
 def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfig, *,
                   env_spec: str = DEFAULT_ENV, env_kwargs: dict[str, Any] | None = None,
                   log: Log = print, tb_dir: str | Path | None = None,
-                  final_eval: bool = True, init: str | Path | None = None) -> dict[str, Any]:
+                  final_eval: bool = True, init: str | Path | None = None,
+                  dist: DistConfig | None = None) -> dict[str, Any]:
     """Train, select by closed-loop success, re-evaluate the selected checkpoint on fresh seeds.
 
     env_kwargs: the evaluation environment's arguments (for the car: `params`, `residual`
@@ -300,6 +306,9 @@ def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfi
     init: a student checkpoint file to fine-tune from: its weights and telemetry
     normalisation replace the fresh ones (its network must match `cfg`'s; the CLI starts
     `cfg` from the checkpoint's own config); None trains from scratch.
+    dist: Lightning strategy/devices/nodes (`realsim.distributed`; None: one CPU process).
+    Under DDP every rank trains; rank 0 alone evaluates, selects, writes and re-evaluates
+    (the other ranks return {"rank": R}).
 
     Returns {"checkpoint", "selected_epoch", "selection_success", "success", "episodes", "history"}.
     """
@@ -327,7 +336,7 @@ def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfi
     tb = TensorBoardLogger(str(tb_dir or out.parent / f"{out.stem}_tb"), name="", version="")
     with Evaluator(cfg.eval_workers, env_spec, env_kwargs) as ev:
         sel = ClosedLoopSelection(ev, cfg, out, meta, log, t_start)
-        trainer = L.Trainer(max_epochs=cfg.epochs, accelerator="cpu", devices=1, logger=tb,
+        trainer = L.Trainer(max_epochs=cfg.epochs, logger=tb, **trainer_kwargs(dist),
                             callbacks=[sel], enable_checkpointing=False, enable_progress_bar=False,
                             enable_model_summary=False, log_every_n_steps=20,
                             num_sanity_val_steps=0, deterministic=False)
@@ -335,6 +344,8 @@ def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfi
             warnings.filterwarnings("ignore", ".*does not have many workers.*")
             warnings.filterwarnings("ignore", ".*LeafSpec.*")
             trainer.fit(module, datamodule=dm)
+        if not trainer.is_global_zero:
+            return {"rank": trainer.global_rank}
         result: dict[str, Any] = {"checkpoint": str(out), "selected_epoch": sel.best_epoch,
                                   "selection_success": sel.best, "history": sel.history}
         if final_eval and cfg.final_eval_episodes > 0:
