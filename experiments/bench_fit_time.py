@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 import yaml
+from _emulated import DRIVERS, record_emulated
 
-DRIVERS = ("steps", "chirp", "prbs", "smooth")
 EPISODE_S = 9.5
 
 
@@ -47,21 +47,8 @@ def record_logs(logs_dir: Path, minutes: float, seed: int) -> Path:
     log = logs_dir / f"emu_seed{seed}_{minutes:g}min.h5"
     if log.exists():
         return log
-    from hardware.emulators.launch import EmulatorProcess
-
-    logs_dir.mkdir(parents=True, exist_ok=True)
-    tmp = log.with_suffix(".partial.h5")
-    tmp.unlink(missing_ok=True)
     t = time.perf_counter()
-    with EmulatorProcess("rc_car", seed=seed) as emu:
-        for k, drv in enumerate(DRIVERS):
-            cmd = [sys.executable, "-m", "realsim", "record", "rc_car", "--port", emu.port,
-                   "--camera", emu.camera, "--episodes", str(per_driver), "--seconds", str(EPISODE_S),
-                   "--driver", f"excite:{drv}", "--seed", str(100 * seed + 10 * k), "--out", str(tmp)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                raise SystemExit(f"record failed: {r.stderr.strip()[-500:]}")
-    tmp.rename(log)
+    record_emulated(log, seed, per_driver, EPISODE_S)
     print(f"recorded {per_driver * len(DRIVERS)} x {EPISODE_S} s episodes in "
           f"{time.perf_counter() - t:.0f} s: {log}")
     return log

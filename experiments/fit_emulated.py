@@ -19,32 +19,16 @@ fitted; RMSE over the pooled samples of the held-out episodes).
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-DRIVERS = ("steps", "chirp", "prbs", "smooth")
+from _emulated import record_emulated
 
 
 def record(out: Path, seed: int, per_driver: int, seconds: float, reality: str | None = None) -> Path:
     """Record per_driver episodes of every driver into one log; returns its path."""
-    from hardware.emulators.launch import EmulatorProcess
-
     tag = f"_{Path(reality).stem}" if reality else ""
-    log = out / f"emu_seed{seed}{tag}.h5"
-    if log.exists():
-        log.unlink()
-    with EmulatorProcess("rc_car", seed=seed, reality=reality) as emu:
-        for k, drv in enumerate(DRIVERS):
-            cmd = [sys.executable, "-m", "realsim", "record", "rc_car", "--port", emu.port,
-                   "--camera", emu.camera, "--episodes", str(per_driver),
-                   "--seconds", str(seconds), "--driver", f"excite:{drv}",
-                   "--seed", str(100 * seed + 10 * k), "--out", str(log)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                raise SystemExit(f"record failed: {r.stderr.strip()[-500:]}")
-    return log
+    return record_emulated(out / f"emu_seed{seed}{tag}.h5", seed, per_driver, seconds, reality)
 
 
 def main() -> None:

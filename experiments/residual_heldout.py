@@ -29,25 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-DRIVERS = ("steps", "chirp", "prbs", "smooth")
-
-
-def record(path: Path, seed: int, per_driver: int, seconds: float) -> None:
-    """Record per_driver episodes of every driver from `realsim emulate rc_car --seed`."""
-    from hardware.emulators.launch import EmulatorProcess
-
-    tmp = path.with_suffix(".part.h5")
-    tmp.unlink(missing_ok=True)
-    with EmulatorProcess("rc_car", seed=seed) as emu:
-        for k, drv in enumerate(DRIVERS):
-            cmd = [sys.executable, "-m", "realsim", "record", "rc_car", "--port", emu.port,
-                   "--camera", emu.camera, "--episodes", str(per_driver),
-                   "--seconds", str(seconds), "--driver", f"excite:{drv}",
-                   "--seed", str(100 * seed + 10 * k), "--out", str(tmp)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                raise SystemExit(f"record failed: {r.stderr.strip()[-500:]}")
-    tmp.rename(path)
+from _emulated import record_emulated
 
 
 def run(cmd: list[str]) -> str:
@@ -82,7 +64,7 @@ def main() -> None:
     log = d / f"emu_{tag}.h5"
     if not log.exists():
         t = time.perf_counter()
-        record(log, a.seed, a.per_driver, a.seconds)
+        record_emulated(log, a.seed, a.per_driver, a.seconds)
         print(f"recorded {log} in {time.perf_counter() - t:.0f} s", flush=True)
     fit = d / f"fit_{tag}_t{a.trials}"
     params = fit / "params.yaml"
