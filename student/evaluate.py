@@ -15,10 +15,9 @@ from __future__ import annotations
 import importlib
 import io
 import math
-import multiprocessing as mp
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,19 +143,22 @@ class Evaluator:
     """Closed-loop evaluation of checkpoints (dicts as `student.policy` writes them).
 
     workers: processes (0: run here). env_spec/env_kwargs: the environment
-    ('module:callable'), the rc_car task scene by default.
+    ('module:callable'), the rc_car task scene by default. backend: "local" (spawned
+    processes) or "ray" (`realsim.distributed.make_executor`; same episodes per seed).
     """
 
     def __init__(self, workers: int = 2, env_spec: str = DEFAULT_ENV,
-                 env_kwargs: dict[str, Any] | None = None) -> None:
+                 env_kwargs: dict[str, Any] | None = None, backend: str = "local") -> None:
         self.workers = max(0, int(workers))
         self.env_spec, self.env_kwargs = env_spec, dict(env_kwargs or {})
-        self._pool: ProcessPoolExecutor | None = None
+        self.backend = backend
+        self._pool: Executor | None = None
 
-    def _get_pool(self) -> ProcessPoolExecutor:
+    def _get_pool(self) -> Executor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
-                                             initializer=_worker_init)
+            from realsim.distributed import make_executor
+
+            self._pool = make_executor(self.backend, self.workers, initializer=_worker_init)
         return self._pool
 
     def evaluate(self, checkpoint: dict[str, Any], episodes: int, seed0: int, *,
