@@ -199,10 +199,11 @@ def residual_from_blob(blob: Mapping[str, Any], where: str = "checkpoint") -> Re
     return Residual(net, dict(blob.get("meta", {})))
 
 
-def load_residual(path: str | Path) -> Residual:
+def load_residual(path: str | Path, robot: str | None = None) -> Residual:
     """Load a residual checkpoint with ``torch.load(weights_only=True)``.
 
-    One-line UserError for a missing or foreign file.
+    One-line UserError for a missing or foreign file, or (given `robot`) a checkpoint
+    trained for another robot.
     """
     p = Path(path)
     if not p.is_file():
@@ -211,7 +212,10 @@ def load_residual(path: str | Path) -> Residual:
         blob = torch.load(p, weights_only=True, map_location="cpu")
     except Exception as e:  # noqa: BLE001 - any unreadable file is the user's input
         raise UserError(f"{p}: cannot read as a residual checkpoint ({type(e).__name__})") from None
-    return residual_from_blob(blob, str(p))
+    res = residual_from_blob(blob, str(p))
+    if robot is not None and res.cfg.robot != robot:
+        raise UserError(f"{path}: residual checkpoint for {res.cfg.robot}, not {robot}")
+    return res
 
 
 def zero_residual(cfg: ResidualConfig | None = None) -> Residual:

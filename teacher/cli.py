@@ -87,7 +87,5 @@ def _check_residual(robot: str, path: str) -> str:
         raise UserError(f"no such file: {path}")
     from realsim.residual import load_residual
 
-    res = load_residual(p)
-    if res.cfg.robot != robot:
-        raise UserError(f"{path}: residual checkpoint for {res.cfg.robot}, not {robot}")
+    load_residual(p, robot)
     return str(p.resolve())

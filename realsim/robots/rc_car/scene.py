@@ -579,10 +579,11 @@ def _load_residual(residual: Residual | str | os.PathLike[str] | None) -> Residu
     from realsim.errors import UserError
     from realsim.residual import load_residual
 
-    res = load_residual(residual) if isinstance(residual, (str, os.PathLike)) else residual
-    if res.cfg.robot != "rc_car":
-        raise UserError(f"residual checkpoint is for {res.cfg.robot}, not rc_car")
-    return res
+    if isinstance(residual, (str, os.PathLike)):
+        return load_residual(residual, "rc_car")
+    if residual.cfg.robot != "rc_car":
+        raise UserError(f"residual checkpoint is for {residual.cfg.robot}, not rc_car")
+    return residual
 
 
 def _hook_state(sim: CarSim) -> dict[str, Any] | None:
