@@ -1,47 +1,130 @@
-"""Teacher data generation (`realsim teach`): the privileged teacher in the randomized sim,
-written in the log format (spec/log_format.md) with source="sim" and the privileged/ group.
+"""Teacher data generation (`realsim teach ROBOT`): the robot's privileged teacher in its
+randomized sim, written in the log format (spec/log_format.md) with source="sim" and the
+privileged/ group. One generic episode loop and writer serve every robot; what differs
+per robot (its environment, teacher, cameras, privileged state, randomization) is a
+small `RobotTeach` adapter: `teacher.car_generate.CAR`, `teacher.arm_generate.ARM`.
 
-- Episode k of a run seeded S uses the seed `scene.episode_seed(S, k)`: the same (S, k)
+- Episode k of a run seeded S uses the seed `episode_seed(S, k)`: the same (S, k)
   gives the same episode (actions, sensors, JPEG bytes) whatever the worker count.
 - Worker processes (a spawn-context process pool) each run whole episodes and return
   them as plain arrays; the parent is the only writer and writes them in episode order.
-- With a residual checkpoint (`TeachConfig.residual`), each worker loads it once and
-  runs its episodes through the hybrid simulator (`realsim.sim.HybridCarSim`); the
-  randomized world is drawn exactly as without it.
+- With a residual checkpoint (`TeachConfig.residual`), each worker builds its
+  environment with it once and runs its episodes through the robot's hybrid simulator;
+  the randomized world is drawn exactly as without it.
 - Resumable: every teacher episode carries attrs ``teach_index``, ``teach_seed`` and
   ``teach_config`` (a hash of everything that shapes an episode); a rerun with the same
   arguments skips the indices already complete in the file and goes on to N. An episode
   interrupted mid-write stays in the file with complete=False and is redone.
 
-Per episode (times in s since the episode start):
-command/ t, seq, action (N, 2) at control_hz (the teacher's action, before the
-simulated actuator noise); sensors/ t, t_device and the rc_car fields at control_hz
-(the first sample at t=0); camera/front t (frame arrival), jpeg at camera_fps;
-privileged/ pose (x, y, yaw), velocity (v_forward, v_left, yaw_rate), qpos, qvel as
-time series on the sensor times; cone_xy (2,), distractor_xy (2,) (NaN if none),
-randomization (K,) with randomization_names (K,) (params as "param.<name>"), attrs
-success and score from the task judge.
+Per episode (times in s since the episode start): command/ t, seq, action (N, A) at
+control_hz (the teacher's action, before the simulated actuator noise); sensors/ t,
+t_device and the robot's fields at control_hz (the first sample at t=0, so M = N + 1);
+camera/<name>/ t (frame arrival), jpeg at up to camera_fps; privileged/ the robot's
+state series on the sensor times, its static scene arrays, randomization (K,) with
+randomization_names (K,) (params as "param.<name>"); attrs success and score from the
+task judge. The per-robot contents are listed in each adapter's docstring.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 import multiprocessing as mp
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from realsim.errors import UserError
-from realsim.randomization import Randomization
-from realsim.robots.rc_car.params import CarParams
 
 DRIVER = "teacher"
+
+# robot -> "module:attribute" of its `RobotTeach` adapter (imported on first use, so
+# `--help` and the car's workers never import the arm's simulator, nor the reverse)
+ADAPTERS: dict[str, str] = {
+    "rc_car": "teacher.car_generate:CAR",
+    "arm": "teacher.arm_generate:ARM",
+}
+
+
+class RobotTeach(Protocol):
+    """What `generate_episode` needs to know about one robot (one instance per robot).
+
+    robot: the log's robot name. cameras: camera names, in the order written.
+    action_dim: A, the width of command/action. sensor_fields: the telemetry fields
+    written to sensors/ (keys of the env's Obs.telemetry). control_hz / camera_fps:
+    the default rates (the env's control step; frames at most once per step).
+    """
+
+    robot: str
+    cameras: tuple[str, ...]
+    action_dim: int
+    sensor_fields: tuple[str, ...]
+    control_hz: float
+    camera_fps: float
+
+    def randomization(self, data: dict[str, Any] | None) -> dict[str, Any]:
+        """The complete randomization dict for `data` (None: the teach defaults); what
+        the config digest hashes and `make_env` reads. UserError for unknown keys."""
+        ...
+
+    def load_params(self, path: str) -> dict[str, Any]:
+        """A fitted params.yaml as the plain dict `make_env` reads (UserError if bad)."""
+        ...
+
+    def load_randomization(self, path: str) -> dict[str, Any]:
+        """A randomization YAML (--config) as a complete randomization dict."""
+        ...
+
+    def check_residual(self, path: str) -> str:
+        """Load/validate a residual checkpoint once, in the parent; its absolute path."""
+        ...
+
+    def make_env(self, cfg: TeachConfig) -> Any:
+        """The task environment for the run `cfg` (reset(seed), step(a), done, t,
+        privileged(), verdict(), close())."""
+        ...
+
+    def make_teacher(self, env: Any) -> Any:
+        """A fresh privileged teacher for one episode (act(privileged) -> action (A,))."""
+        ...
+
+    def frames(self, obs: Any) -> Iterable[tuple[str, float, bytes]]:
+        """(camera, arrival time s, JPEG bytes) of the frames that arrived with `obs`."""
+        ...
+
+    def series(self, priv: dict[str, Any]) -> dict[str, Any]:
+        """Privileged state written as time series on the sensor times."""
+        ...
+
+    def static(self, env: Any) -> dict[str, np.ndarray]:
+        """Per-episode privileged arrays (scene layout), without the randomization."""
+        ...
+
+    def draw_flat(self, env: Any) -> dict[str, float]:
+        """The episode's randomization draw as name -> float (params as param.<name>)."""
+        ...
+
+
+def robot_teach(robot: str) -> RobotTeach:
+    """The `RobotTeach` adapter of `robot`; UserError if it has no teacher."""
+    try:
+        mod, attr = ADAPTERS[robot].split(":")
+    except KeyError:
+        raise UserError(
+            f"teach: no teacher for robot {robot!r} (expected one of {', '.join(ADAPTERS)})"
+        ) from None
+    return getattr(importlib.import_module(mod), attr)
+
+
+def episode_seed(seed: int, index: int) -> int:
+    """Seed of episode `index` of a run seeded `seed`: independent of worker count."""
+    return int(np.random.SeedSequence([int(seed), int(index)]).generate_state(1)[0])
 
 
 @dataclass(frozen=True)
@@ -49,26 +132,44 @@ class TeachConfig:
     """Everything that shapes a generated episode (picklable; sent to the workers)."""
 
     seed: int = 0
-    params: dict[str, Any] | None = None  # CarParams.to_dict() of the centre (None: nominal)
-    randomization: dict[str, Any] | None = None  # Randomization.to_dict() (None: defaults)
-    image_size: tuple[int, int] = (240, 320)
-    control_hz: float = 50.0
-    camera_fps: float = 20.0
+    params: dict[str, Any] | None = None  # the robot's ParamSet.to_dict() of the centre
+    # (None: nominal, drawn over the datasheet ranges)
+    randomization: dict[str, Any] | None = None  # the robot's randomization dict
+    # (None: the adapter's teach defaults)
+    image_size: tuple[int, int] = (240, 320)  # (H, W) of every recorded camera. Half the
+    # real cameras' 480x640 (same 4:3 aspect, so a student resizes real frames exactly
+    # as these): a quarter of the render/JPEG cost and file size of full size, and still
+    # above what a student's encoder reads (it downsamples further); full size on CPU
+    # roughly triples teach time for no gain in the student's input
+    control_hz: float | None = None  # control rate (None: the robot's, 50 car / 25 arm)
+    camera_fps: float | None = None  # camera rate (None: the robot's, 20 car / 30 arm)
     residual: str | None = None  # residual checkpoint path (None: no residual); each worker
-    # loads it once (weights_only=True) and runs its episodes through the hybrid simulator
+    # loads it once with its environment and runs its episodes through the hybrid sim
+    robot: str = "rc_car"  # which robot's teacher (the default keeps car configs as they were)
+
+    def __post_init__(self) -> None:
+        rt = robot_teach(self.robot)
+        if self.control_hz is None:
+            object.__setattr__(self, "control_hz", float(rt.control_hz))
+        if self.camera_fps is None:
+            object.__setattr__(self, "camera_fps", float(rt.camera_fps))
+        object.__setattr__(self, "image_size", tuple(int(x) for x in self.image_size))
 
     def digest(self) -> str:
         """Short hash of everything but the seed (stored per episode, checked on resume).
 
         With a residual, the hash covers the checkpoint's bytes (not its path): the same
-        model under another name resumes, a retrained one does not."""
+        model under another name resumes, a retrained one does not. The robot is hashed
+        for every robot but the car (whose files predate it and still resume)."""
         d: dict[str, Any] = {
             "params": self.params,
-            "randomization": Randomization.from_dict(self.randomization).to_dict(),
+            "randomization": robot_teach(self.robot).randomization(self.randomization),
             "image_size": list(self.image_size),
             "control_hz": self.control_hz,
             "camera_fps": self.camera_fps,
         }
+        if self.robot != "rc_car":
+            d["robot"] = self.robot
         if self.residual is not None:  # absent without one: older files still resume
             d["residual"] = _file_sha1(self.residual)
         return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
@@ -92,7 +193,12 @@ def _sha1_cached(path: str, size: int, mtime_ns: int) -> str:
 
 @dataclass
 class EpisodeRecord:
-    """One generated episode as plain arrays (what a worker returns)."""
+    """One generated episode as plain arrays (what a worker returns).
+
+    command_t (N,), command_seq (N,), action (N, A); sensors: "t", "t_device" and the
+    robot's fields, each (M,) or (M, k) with M = N + 1; frames: camera -> [(t, jpeg)];
+    privileged_static: per-episode arrays; privileged_series: (M, ...) on sensors["t"].
+    """
 
     index: int
     seed: int
@@ -100,7 +206,7 @@ class EpisodeRecord:
     command_seq: np.ndarray
     action: np.ndarray
     sensors: dict[str, np.ndarray]
-    frames: list[tuple[float, bytes]]
+    frames: dict[str, list[tuple[float, bytes]]]
     privileged_static: dict[str, np.ndarray]
     privileged_series: dict[str, np.ndarray]
     success: int
@@ -114,81 +220,63 @@ class EpisodeRecord:
 _ENV_CACHE: dict[str, Any] = {}
 
 
-def _env(cfg: TeachConfig) -> Any:
-    from realsim.robots.rc_car.scene import CarTaskEnv
-
+def _env(cfg: TeachConfig, rt: RobotTeach) -> Any:
+    """The worker's environment for `cfg` (built once per configuration)."""
     key = cfg.digest()
     env = _ENV_CACHE.get(key)
     if env is None:
         for old in _ENV_CACHE.values():
             old.close()
         _ENV_CACHE.clear()
-        params = CarParams.from_dict(cfg.params) if cfg.params is not None else None
-        env = CarTaskEnv(
-            params=params,
-            randomization=Randomization.from_dict(cfg.randomization),
-            image_size=cfg.image_size,
-            control_hz=cfg.control_hz,
-            camera_fps=cfg.camera_fps,
-            residual=cfg.residual,  # loaded here, once per worker process
-        )
+        env = rt.make_env(cfg)
         _ENV_CACHE[key] = env
     return env
 
 
 def generate_episode(cfg: TeachConfig, index: int) -> EpisodeRecord:
-    """Run the teacher for episode `index` of the run `cfg` and return it as arrays."""
-    from realsim.robots.rc_car import constants as C
-    from realsim.robots.rc_car.scene import episode_seed
-    from teacher.pure_pursuit import PurePursuitTeacher
-
-    env = _env(cfg)
+    """Run the robot's teacher for episode `index` of the run `cfg`; return it as arrays."""
+    rt = robot_teach(cfg.robot)
+    env = _env(cfg, rt)
     seed = episode_seed(cfg.seed, index)
     obs = env.reset(seed)
-    teacher = PurePursuitTeacher()
+    teacher = rt.make_teacher(env)
     cmd_t: list[float] = []
     actions: list[np.ndarray] = []
-    sens: dict[str, list[Any]] = {k: [] for k in ("t", *C.SENSOR_FIELDS)}
-    series: dict[str, list[np.ndarray]] = {k: [] for k in ("pose", "velocity", "qpos", "qvel")}
-    frames: list[tuple[float, bytes]] = []
+    sens: dict[str, list[Any]] = {k: [] for k in ("t", *rt.sensor_fields)}
+    series: dict[str, list[np.ndarray]] = {}
+    frames: dict[str, list[tuple[float, bytes]]] = {c: [] for c in rt.cameras}
 
     def record(o: Any) -> None:
         sens["t"].append(o.t)
-        for k in C.SENSOR_FIELDS:
+        for k in rt.sensor_fields:
             sens[k].append(o.telemetry[k])
-        p = env.privileged()
-        for k in series:
-            series[k].append(np.asarray(p[k], dtype=np.float64))
-        if o.frame_jpeg is not None:
-            frames.append((o.frame_t, o.frame_jpeg))
+        for k, v in rt.series(env.privileged()).items():
+            series.setdefault(k, []).append(np.asarray(v, dtype=np.float64))
+        for cam, ft, jpeg in rt.frames(o):
+            frames[cam].append((ft, jpeg))
 
     record(obs)
     while not env.done:
         a = teacher.act(env.privileged())
         cmd_t.append(env.t)
-        actions.append(a)
+        actions.append(np.asarray(a))
         record(env.step(a))
     success, score = env.verdict()
-    draw = env.draw
-    flat = draw.flat()
-    scene = env.scene
-    dxy = scene.distractor_xy if scene.distractor_xy is not None else (np.nan, np.nan)
+    flat = rt.draw_flat(env)
     sensors = {k: np.asarray(v) for k, v in sens.items()}
     sensors["t_device"] = sensors["t"].copy()  # the simulated device clock = sim time
+    static = dict(rt.static(env))
+    static["randomization"] = np.array(list(flat.values()), dtype=np.float64)
+    static["randomization_names"] = np.array(list(flat.keys()), dtype="S")
     return EpisodeRecord(
         index=index,
         seed=seed,
         command_t=np.asarray(cmd_t, dtype=np.float64),
         command_seq=np.arange(len(cmd_t), dtype=np.int64),
-        action=np.asarray(actions, dtype=np.float32).reshape(-1, 2),
+        action=np.asarray(actions, dtype=np.float32).reshape(-1, rt.action_dim),
         sensors=sensors,
         frames=frames,
-        privileged_static={
-            "cone_xy": np.asarray(scene.cone_xy, dtype=np.float64),
-            "distractor_xy": np.asarray(dxy, dtype=np.float64),
-            "randomization": np.array(list(flat.values()), dtype=np.float64),
-            "randomization_names": np.array(list(flat.keys()), dtype="S"),
-        },
+        privileged_static=static,
         privileged_series={k: np.stack(v) for k, v in series.items()},
         success=int(success),
         score=float(score),
@@ -218,8 +306,9 @@ def write_episode(writer: Any, rec: EpisodeRecord, cfg: TeachConfig) -> None:
     s = dict(rec.sensors)
     t, td = s.pop("t"), s.pop("t_device")
     ep.add_sensor_block(t, td, **s)
-    for ft, jpeg in rec.frames:
-        ep.add_frame("front", ft, jpeg)
+    for cam, frames in rec.frames.items():
+        for ft, jpeg in frames:
+            ep.add_frame(cam, ft, jpeg)
     for k, v in rec.privileged_static.items():
         ep.add_privileged(k, v)
     for k, v in rec.privileged_series.items():
@@ -229,13 +318,16 @@ def write_episode(writer: Any, rec: EpisodeRecord, cfg: TeachConfig) -> None:
 
 def completed_indices(path: Path, cfg: TeachConfig) -> set[int]:
     """Teacher episode indices already complete in `path` (empty if no file). Raises
-    UserError if the file holds teacher episodes of another seed or configuration."""
+    UserError if the file is another robot's log, or holds teacher episodes of another
+    seed or configuration."""
     if not path.exists() or path.stat().st_size == 0:
         return set()
     from realsim.logs import LogReader
 
     done: set[int] = set()
     with LogReader(path) as r:
+        if r.robot != cfg.robot:
+            raise UserError(f"{path}: a log of robot {r.robot!r}, not {cfg.robot!r}")
         for name in r.episode_names:
             ep = r.episode(name)
             if ep.driver != DRIVER or "teach_index" not in ep.attrs:
@@ -311,7 +403,7 @@ def teach(
     t0 = time.monotonic()
     written = successes = 0
     attrs = {"generator": "realsim teach", "teach_seed": cfg.seed, "teach_config": cfg.digest()}
-    with LogWriter(path, robot="rc_car", source="sim", attrs=attrs) as writer:
+    with LogWriter(path, robot=cfg.robot, source="sim", attrs=attrs) as writer:
         bar = _progress(progress, len(todo), len(done))
         try:
             for rec in (records or _records)(cfg, todo, workers):
