@@ -16,6 +16,15 @@ Read this file top to bottom to see the whole method. Each stage is one public
                   train   the student, fine-tuned from the previous one
                   deploy  and measure again
 
+Robot-generic: what differs between the car and the arm (excitation signals, the
+held-out signal, the gap metric) is one `RobotCycle` row in `ROBOT_CYCLE`; every stage
+is the same verb with the robot's name. The residual is trained from iteration 1 on
+but teach and train use it only when the gap stage shows it helps: fitted+residual
+beats fitted alone on the held-out episodes (`residual_decision`; the report says which
+was used and why). With `candidate_episodes` > 0, train-student keeps every checkpoint
+it evaluated and each is deployed too, for the sim-vs-real rank correlation over
+candidates (the report's Spearman over the iterations' students is always there).
+
 It stops at the target success or after N iterations. A stage that finished
 left `stage.json` in its folder and is never run again; a stage that was killed
 is rerun from scratch with the same seeds (recordings are resumed instead, as
@@ -48,7 +57,35 @@ class RecordConfig:
     episodes: int = 6  # excitation episodes per iteration: enough to identify ~15 parameters
     heldout_episodes: int = 3  # recorded once, never fitted: the honest yardstick of the gap
     seconds: float = 10.0  # per episode; the task's own time limit
-    drivers: list[str] = field(default_factory=lambda: ["excite:steps", "excite:chirp", "excite:prbs"])
+    drivers: list[str] | None = None  # excitation signals, cycled; None: the robot's own
+    # (ROBOT_CYCLE), since the car's and the arm's signals differ
+
+
+# ----------------------------------------------------------------------------- robots
+
+
+@dataclass(frozen=True)
+class RobotCycle:
+    """What the cycle does differently per robot (everything else is the same verbs)."""
+
+    drivers: tuple[str, ...]  # excitation for fit data (spec/cli.md lists each robot's)
+    heldout_driver: str  # the held-out signal: unlike the fit data, so the gap is honest
+    metrics: dict[str, str]  # gap metric name -> its label and unit, for the report
+
+
+ROBOT_CYCLE: dict[str, RobotCycle] = {
+    "rc_car": RobotCycle(
+        drivers=("excite:steps", "excite:chirp", "excite:prbs"),
+        heldout_driver="excite:smooth",
+        metrics={"yaw_rate": "yaw-rate RMSE|rad/s", "wheel_speed": "wheel-speed RMSE|rad/s"},
+    ),
+    "arm": RobotCycle(
+        drivers=("excite:sine", "excite:steps"),
+        heldout_driver="excite:smooth",
+        metrics={"joint_pos": "joint-position RMSE (5 joints)|rad",
+                 "gripper": "gripper-opening RMSE|m"},
+    ),
+}
 
 
 @dataclass
@@ -75,6 +112,14 @@ class CycleConfig:
     finetune_args: list[str] = field(default_factory=lambda: ["--set", "epochs=6"])
     deploy_args: list[str] = field(default_factory=list)  # extra deploy options
     deploy_episodes: int = 20  # judged episodes per iteration (sim-vs-real success)
+    # > 0: train-student keeps every checkpoint it evaluates (--set keep_all=true) and each
+    # is deployed for this many episodes, for the sim-vs-real rank correlation over
+    # candidates (costly on a real robot: off by default)
+    candidate_episodes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.robot in ROBOT_CYCLE and self.record.drivers is None:
+            self.record.drivers = list(ROBOT_CYCLE[self.robot].drivers)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> CycleConfig:
@@ -97,7 +142,14 @@ class CycleConfig:
         bad = sorted(set(rec) - set(RecordConfig.__dataclass_fields__))
         if bad:
             raise UserError(f"{p}: unknown record key(s) {', '.join(bad)}")
+        conn = raw.get("connection")
+        if conn is not None:
+            need = ("port", "camera", "control") if raw["robot"] == "arm" else ("port", "camera")
+            if not isinstance(conn, dict) or any(not conn.get(k) for k in need):
+                raise UserError(f"{p}: connection needs {', '.join(need)} for {raw['robot']}")
         cfg = cls(**raw, record=RecordConfig(**rec))
+        if not cfg.record.drivers:
+            raise UserError(f"{p}: record.drivers is empty")
         if cfg.student_config and not Path(cfg.student_config).is_file():
             raise UserError(f"{p}: student_config {cfg.student_config} does not exist")
         return cfg
@@ -166,7 +218,22 @@ def last_rate(line: str) -> float:
 
 
 def dynamics_error(real: Path, pred: Path) -> dict[str, float]:
-    """Open-loop RMSE of yaw rate (rad/s) and wheel speed (rad/s) of a replay vs its log."""
+    """Open-loop RMSE of a replay (`realsim replay`) against its log, the robot's gap
+    metrics (ROBOT_CYCLE[robot].metrics), over all its episodes; the robot is the log's.
+
+    rc_car: yaw rate (rad/s) and wheel speed (rad/s). arm: joint position of the five
+    revolute joints (rad) and gripper opening (m)."""
+    from realsim.logs import LogReader
+
+    with LogReader(real) as r:
+        robot = r.robot
+    if robot == "arm":
+        return _arm_error(real, pred)
+    return _car_error(real, pred)
+
+
+def _car_error(real: Path, pred: Path) -> dict[str, float]:
+    """The car's gap: RMSE of yaw rate and wheel speed (rad/s)."""
     from realsim.logs import LogReader
     from sysid.data import signals_of
 
@@ -180,6 +247,52 @@ def dynamics_error(real: Path, pred: Path) -> dict[str, float]:
             for k in err:
                 err[k].append(float(np.mean((sa[k] - sb[k]) ** 2)))
     return {k: float(np.sqrt(np.mean(v))) for k, v in err.items()}
+
+
+def _arm_error(real: Path, pred: Path) -> dict[str, float]:
+    """The arm's gap: RMSE of the measured joint positions, the five revolute joints
+    together (rad), and of the gripper opening (m). The replay is on the log's sensor
+    times (spec/cli.md); any other times are interpolated onto the log's.
+
+    Shape: qpos (M, 6) per episode -> two scalars."""
+    from realsim.logs import LogReader
+
+    sq: dict[str, list[np.ndarray]] = {"joint_pos": [], "gripper": []}
+    with LogReader(real) as r, LogReader(pred) as q:
+        for name in q.episode_names:
+            a, b = r.episode(name), q.episode(name)
+            ta, qa = np.asarray(a.sensors.t), np.asarray(a.sensors["qpos"], dtype=np.float64)
+            tb, qb = np.asarray(b.sensors.t), np.asarray(b.sensors["qpos"], dtype=np.float64)
+            if len(tb) != len(ta) or not np.allclose(ta, tb):
+                qb = np.stack([np.interp(ta, tb, qb[:, j]) for j in range(qb.shape[1])], axis=1)
+            d = qa - qb
+            sq["joint_pos"].append((d[:, :5] ** 2).ravel())
+            sq["gripper"].append(d[:, 5] ** 2)
+    return {k: float(np.sqrt(np.mean(np.concatenate(v)))) if v else float("nan")
+            for k, v in sq.items()}
+
+
+def residual_decision(gap: dict[str, Any]) -> dict[str, Any]:
+    """Use the residual for teach/train only if it helps on the held-out episodes.
+
+    `gap` is the gap stage's result ({variant: {metric: RMSE}}). The residual helps when
+    the mean over metrics of RMSE(fitted+residual) / RMSE(fitted) is below 1 (a ratio,
+    so metrics of different units weigh alike). Returns {"use": bool, "ratio": float
+    or None, "why": one line for the report}."""
+    f, fr = gap.get("fitted"), gap.get("fitted+residual")
+    if not isinstance(f, dict) or not isinstance(fr, dict):
+        return {"use": False, "ratio": None, "why": "no residual trained (or no fit yet)"}
+    ratios = {k: fr[k] / f[k] for k in f if k in fr and f[k] > 0 and np.isfinite(fr[k])}
+    if not ratios:
+        return {"use": False, "ratio": None, "why": "no comparable held-out error"}
+    ratio = float(np.mean(list(ratios.values())))
+    per = ", ".join(f"{k} {f[k]:.4g} -> {fr[k]:.4g}" for k in ratios)
+    if ratio < 1.0:
+        return {"use": True, "ratio": ratio,
+                "why": f"fitted+residual beats fitted on held-out ({per}; mean ratio {ratio:.3f})"}
+    return {"use": False, "ratio": ratio,
+            "why": f"residual does not beat fitted alone on held-out ({per}; mean ratio "
+                   f"{ratio:.3f}): fitted only"}
 
 
 # ----------------------------------------------------------------------------- the cycle
@@ -211,6 +324,8 @@ def run_cycle(cfg: CycleConfig, out: Path, log: Callable[[str], None] = print) -
 
 def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], None]) -> Path:
     robot, R = cfg.robot, cfg.record
+    rc = ROBOT_CYCLE[robot]
+    assert R.drivers
     real_logs: list[Path] = []  # every real log recorded so far (fit data)
     heldout = out / "heldout" / "heldout.h5"
     params: Path | None = None
@@ -235,7 +350,7 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
 
     # the held-out episodes: recorded once, before anything is fitted, never fitted
     Stage(heldout.parent, log).run(
-        lambda d: {"log": str(record(d, heldout.name, R.heldout_episodes, "excite:smooth",
+        lambda d: {"log": str(record(d, heldout.name, R.heldout_episodes, rc.heldout_driver,
                                      900_000 + cfg.seed))}, keep_partial=True)
 
     for i in range(cfg.iterations + 1):
@@ -276,10 +391,16 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
             return res
 
         row["heldout_rmse"] = Stage(it / "gap", log).run(gap)
+        # the residual goes into the simulator only if it beats the fit alone on held-out
+        decision = residual_decision(row["heldout_rmse"])
+        use_residual = residual is not None and decision["use"]
+        row["residual_used"], row["residual_why"] = use_residual, decision["why"]
+        if residual is not None:
+            log(f"  residual {'used' if use_residual else 'not used'}: {decision['why']}")
 
         # -- sim: teacher data in the (corrected) simulator, then the student
         corrected = [*(["--params", str(params)] if params else []),
-                     *(["--residual", str(residual)] if residual else [])]
+                     *(["--residual", str(residual)] if use_residual else [])]
         teach = Stage(it / "teach", log).run(lambda d: (realsim(
             "teach", robot, "--episodes", cfg.teach_episodes, "--out", d / "data.h5",
             "--seed", cfg.seed + 7919 * i, *corrected, *cfg.teach_args, log_to=d / "log.txt"),
@@ -297,8 +418,14 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
             keep_partial=True)
         real_logs.append(Path(dep["log"]))
         row["real_success"] = dep["success"]
+
+        # -- optional: every evaluated candidate checkpoint on the robot too
+        if cfg.candidate_episodes > 0:
+            cands = Stage(it / "candidates", log).run(
+                lambda d: _deploy_candidates(cfg, d, it / "student", wire), keep_partial=True)
+            row["candidates"] = cands["candidates"]
         history.append(row)
-        _report(out, history, log)
+        _report(out, history, log, robot)
         if dep["success"] >= cfg.target_success:
             log(f"target reached: real success {dep['success']:.0%} >= {cfg.target_success:.0%}")
             break
@@ -316,10 +443,31 @@ def _train(cfg: CycleConfig, d: Path, data: Path, previous: Path | None,
     if cfg.student_config:
         args += ["--config", cfg.student_config]
     args += cfg.student_args
+    if cfg.candidate_episodes > 0:  # keep every evaluated checkpoint for the candidates stage
+        args += ["--set", "keep_all=true"]
     if previous is not None:
         args += ["--init", str(previous), *cfg.finetune_args]
     line = realsim(*args, log_to=d / "log.txt")
     return {"student": str(d / "student.ckpt"), "sim_success": last_rate(line)}
+
+
+def _deploy_candidates(cfg: CycleConfig, d: Path, student_dir: Path,
+                       wire: list[str]) -> dict[str, Any]:
+    """Deploy every candidate checkpoint train-student kept (``student_epochNNN.ckpt``,
+    its selection-time sim success in the checkpoint's meta) for `candidate_episodes`
+    episodes each; [] when train-student kept none."""
+    import torch
+
+    rows = []
+    for ck in sorted(student_dir.glob("student_epoch*.ckpt")):
+        meta = torch.load(ck, map_location="cpu", weights_only=True).get("meta", {})
+        out = d / f"{ck.stem}.h5"
+        real = last_rate(realsim("deploy", cfg.robot, "--policy", ck, *wire, "--episodes",
+                                 cfg.candidate_episodes, "--out", out, *cfg.deploy_args,
+                                 log_to=d / "log.txt"))
+        rows.append({"checkpoint": str(ck), "epoch": meta.get("epoch"),
+                     "sim_success": meta.get("sim_success"), "real_success": real})
+    return {"candidates": rows}
 
 
 def _pixel_line(log_txt: Path) -> str:
@@ -340,31 +488,57 @@ def _param_table(path: Path) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- report
 
 
-def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]) -> None:
+def _spearman(pairs: list[tuple[float, float]]) -> float | None:
+    """Spearman rank correlation of (sim, real) pairs; None under 3 pairs or no spread."""
+    if len(pairs) < 3:
+        return None
+    from scipy.stats import spearmanr
+
+    sims, reals = zip(*pairs, strict=True)
+    if len(set(sims)) < 2 or len(set(reals)) < 2:
+        return None  # a constant column has no ranks to correlate
+    return float(spearmanr(sims, reals).statistic)
+
+
+def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None],
+            robot: str = "rc_car") -> None:
     """summary.md + summary.png + TensorBoard scalars across iterations so far."""
-    lines = ["# realsim cycle", "", "| iteration | held-out yaw-rate RMSE nominal / fitted / +residual (rad/s) "
-             "| wheel-speed RMSE nominal / fitted / +residual (rad/s) | sim success | real success |",
-             "|---|---|---|---|---|"]
+    metrics = ROBOT_CYCLE[robot].metrics
+    head = " | ".join(f"held-out {lab.split('|')[0]} nominal / fitted / +residual "
+                      f"({lab.split('|')[1]})" for lab in metrics.values())
+    lines = ["# realsim cycle", "", f"robot: {robot}", "",
+             f"| iteration | {head} | residual used | sim success | real success |",
+             "|---|" + "---|" * len(metrics) + "---|---|---|"]
     for r in history:
         g = r["heldout_rmse"]
 
         def cell(sig: str, g: dict = g) -> str:
-            return " / ".join(f"{g[v][sig]:.3f}" if v in g else "-"
+            return " / ".join(f"{g[v][sig]:.4g}" if v in g and sig in g[v] else "-"
                               for v in ("nominal", "fitted", "fitted+residual"))
-        lines.append(f"| {r['iteration']} | {cell('yaw_rate')} | {cell('wheel_speed')} | "
-                     f"{r['sim_success']:.0%} | {r['real_success']:.0%} |")
-    sims = [r["sim_success"] for r in history]
-    reals = [r["real_success"] for r in history]
-    if len(history) >= 3:
-        from scipy.stats import spearmanr
+        used = "yes" if r.get("residual_used") else ("no" if "fitted+residual" in g else "-")
+        lines.append(f"| {r['iteration']} | " + " | ".join(cell(m) for m in metrics)
+                     + f" | {used} | {r['sim_success']:.0%} | {r['real_success']:.0%} |")
+    lines += ["", "Residual decision (teach and train use the residual only if fitted+residual "
+              "beats fitted alone on the held-out episodes):", ""]
+    lines += [f"- iteration {r['iteration']}: {r.get('residual_why', '-')}" for r in history]
+    def fmt(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.2f}"
 
-        rho = spearmanr(sims, reals).statistic
-        lines += ["", f"Rank correlation of the iterations' students, sim vs real success: "
-                  f"Spearman {rho:.2f} over {len(history)} students."]
+    rho = _spearman([(r["sim_success"], r["real_success"]) for r in history])
+    lines += ["", "Rank correlation (Spearman) of checkpoint success, sim vs real, over the "
+              f"iterations' students: {fmt(rho)} "
+              f"(n={len(history)}; needs 3 or more with differing successes)."]
+    cands = [c for r in history for c in r.get("candidates", [])
+             if c.get("sim_success") is not None]
+    if any("candidates" in r for r in history):
+        crho = _spearman([(c["sim_success"], c["real_success"]) for c in cands])
+        lines += [f"Over the candidate checkpoints train-student evaluated: "
+                  f"{fmt(crho)} (n={len(cands)})."]
     else:
-        lines += ["", "Rank correlation of sim vs real success: needs 3 or more students "
-                  f"(have {len(history)})."]
-    lines += ["", "Pixel check (cone footprint at the student's input, before training):", ""]
+        lines += ["Over the per-epoch candidate checkpoints: not measured "
+                  "(candidate_episodes: 0)."]
+    lines += ["", "Pixel check (the task object's footprint at the student's input, before "
+              "training):", ""]
     lines += [f"- iteration {r['iteration']}: {r.get('pixel_check') or 'not recorded'}" for r in history]
     last = history[-1]
     if "params" in last:
@@ -382,12 +556,14 @@ def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
+        first = next(iter(metrics))
         its = [r["iteration"] for r in history]
         fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
         for v in ("nominal", "fitted", "fitted+residual"):
-            ys = [r["heldout_rmse"].get(v, {}).get("yaw_rate", np.nan) for r in history]
+            ys = [r["heldout_rmse"].get(v, {}).get(first, np.nan) for r in history]
             ax[0].plot(its, ys, "o-", label=v)
-        ax[0].set(xlabel="iteration", ylabel="held-out yaw-rate RMSE (rad/s)")
+        lab, unit = metrics[first].split("|")
+        ax[0].set(xlabel="iteration", ylabel=f"held-out {lab} ({unit})")
         ax[0].legend()
         ax[1].plot(its, [r["sim_success"] for r in history], "o-", label="sim")
         ax[1].plot(its, [r["real_success"] for r in history], "s-", label="real")
@@ -409,4 +585,4 @@ def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]
                         tb.add_scalar(f"heldout_rmse/{sig}/{v}", x, r["iteration"])
     except Exception as e:  # plots are a convenience; the tables above are the record
         log(f"  (plots skipped: {e})")
-    log("  " + lines[-1] if len(history) == 1 else f"  summary: {out / 'summary.md'}")
+    log(f"  summary: {out / 'summary.md'}")

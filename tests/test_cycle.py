@@ -220,3 +220,156 @@ def test_cycle_killed_in_fit_and_in_training_resumes_to_the_same_outputs(tmp_pat
     b = json.loads((run / "iter_01" / "gap" / "stage.json").read_text())
     a.pop("seconds"), b.pop("seconds")
     assert a == b
+
+
+# ----------------------------------------------------------------------------- the arm
+
+
+def _fake_verbs(calls: list[list[str]]):
+    """A stand-in for `realsim.cycle.realsim`: records each verb's argv, writes what the
+    next stage reads (params.yaml), prints each verb's last line."""
+    from realsim.robots.arm.params import ArmParams
+
+    def fake(*args: object, log_to: Path) -> str:
+        argv = [str(a) for a in args]
+        calls.append(argv)
+        log_to.parent.mkdir(parents=True, exist_ok=True)
+        if argv[0] == "fit":
+            p = Path(argv[argv.index("--out") + 1]) / "params.yaml"
+            ArmParams.nominal().to_yaml(p)
+            return str(p)
+        if argv[0] == "train-student":
+            return f"checkpoint={argv[argv.index('--out') + 1]} episodes=8 success=0.750"
+        if argv[0] == "deploy":
+            return "episodes=4 judged=4 success=0.500"
+        return ""
+
+    return fake
+
+
+@pytest.mark.parametrize("helps", [True, False])
+def test_arm_cycle_stage_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helps: bool) -> None:
+    """experiments/arm_cycle.yaml loads; the cycle runs every verb for the arm in order,
+    with the arm's wire (--control), its excitation signals, and the residual in teach and
+    train only when fitted+residual beats fitted on the held-out episodes."""
+    import realsim.cycle as cyc
+
+    cfg = CycleConfig.from_yaml(ROOT / "experiments" / "arm_cycle.yaml")
+    assert cfg.robot == "arm" and cfg.iterations == 1
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cyc, "realsim", _fake_verbs(calls))
+    err = {"nominal": {"joint_pos": 0.05, "gripper": 0.004},
+           "fitted": {"joint_pos": 0.02, "gripper": 0.002},
+           "fitted_residual": {"joint_pos": 0.015 if helps else 0.03, "gripper": 0.002}}
+    monkeypatch.setattr(cyc, "dynamics_error", lambda real, pred: dict(err[Path(pred).stem]))
+    wire = ["--port", "/dev/pts/7", "--camera", "front=http://a,wrist=http://b",
+            "--control", "/dev/pts/8"]
+    student = cyc._iterate(cfg, tmp_path, wire, log=lambda m: None)
+    assert student == tmp_path / "iter_01" / "student" / "student.ckpt"
+
+    verbs = [c[0] for c in calls]
+    it0 = ["record", "record", "replay", "teach", "train-student", "deploy"]
+    it1 = ["record", "record", "fit", "train-residual", "replay", "replay", "replay", "teach",
+           "train-student", "deploy"]
+    assert verbs == ["record", *it0, *it1]
+    assert all(c[1] == "arm" for c in calls)
+    for c in calls:
+        if c[0] in ("record", "deploy"):
+            assert c[c.index("--control") + 1] == "/dev/pts/8"
+    drivers = [c[c.index("--driver") + 1] for c in calls if c[0] == "record"]
+    assert drivers == ["excite:smooth"] + ["excite:sine", "excite:steps"] * 2
+    teach1, train1 = calls[verbs.index("teach", 8)], calls[verbs.index("train-student", 8)]
+    for c in (teach1, train1):
+        assert "--params" in c and ("--residual" in c) == helps
+    assert "--init" in train1
+    fit = calls[verbs.index("fit")]
+    assert sum(a.endswith(".h5") for a in fit) == 5  # 4 excitation logs + iteration 0's deploy
+
+    rows = json.loads((tmp_path / "summary.json").read_text())
+    assert [r["residual_used"] for r in rows] == [False, helps]
+    md = (tmp_path / "summary.md").read_text()
+    assert "joint-position RMSE" in md and "Spearman" in md
+    why = rows[1]["residual_why"]
+    assert ("fitted+residual beats fitted" in why) == helps and ("fitted only" in why) != helps
+    assert f"- iteration 1: {why}" in md
+
+
+def test_residual_decision() -> None:
+    from realsim.cycle import residual_decision
+
+    g = {"fitted": {"a": 1.0, "b": 2.0}, "fitted+residual": {"a": 0.5, "b": 2.2}}
+    d = residual_decision(g)
+    assert d["use"] and d["ratio"] == pytest.approx((0.5 + 1.1) / 2)
+    g["fitted+residual"]["b"] = 4.0
+    assert not residual_decision(g)["use"]
+    assert not residual_decision({"nominal": {"a": 1.0}})["use"]
+
+
+def test_arm_gap_metric_is_joint_rmse(tmp_path: Path) -> None:
+    """The arm's gap: 0 for a log against itself; an offset of 0.1 rad on one of the five
+    joints gives sqrt(0.1^2 / 5) RMSE and leaves the gripper's alone."""
+    from realsim.logs import LogWriter
+
+    def write(path: Path, offset: float) -> Path:
+        t = np.arange(50) / 50.0
+        q = np.tile([0.0, 0.1, 1.2, 1.4, 0.0, 0.01], (50, 1))
+        q[:, 1] += offset
+        with LogWriter(path, robot="arm", source="sim") as w:
+            ep = w.begin_episode(driver="excite:smooth")
+            ep.add_sensor_block(t, t, qpos=q, qvel=np.zeros((50, 6)), load=np.zeros((50, 6)),
+                                voltage=np.full(50, 7.4), temperature=np.full((50, 6), 30.0))
+            ep.close()
+        return path
+
+    a, b = write(tmp_path / "a.h5", 0.0), write(tmp_path / "b.h5", 0.1)
+    assert dynamics_error(a, a) == {"joint_pos": 0.0, "gripper": 0.0}
+    e = dynamics_error(a, b)
+    assert e["joint_pos"] == pytest.approx(np.sqrt(0.01 / 5)) and e["gripper"] == 0.0
+
+
+def test_arm_connection_needs_control(tmp_path: Path) -> None:
+    p = write_config(tmp_path, robot="arm", connection={"port": "/dev/x", "camera": "front=0"})
+    with pytest.raises(UserError, match="control"):
+        CycleConfig.from_yaml(p)
+
+
+TINY_ARM = {
+    "robot": "arm",
+    "emulator_seed": 2,
+    "iterations": 1,
+    "target_success": 1.01,
+    "seed": 0,
+    "record": {"episodes": 2, "heldout_episodes": 1, "seconds": 4},
+    "fit_args": ["--trials", "6"],
+    "residual_args": ["--epochs", "1", "--passes", "1"],
+    "teach_episodes": 4,
+    "teach_args": ["--workers", "1", "--no-progress"],
+    "student_args": ["--set", "epochs=1", "--set", "eval_episodes=2", "--set", "final_eval_episodes=2",
+                     "--set", "eval_workers=0", "--set", "batch_size=32", "--set", "footprint_samples=0"],
+    "finetune_args": ["--set", "epochs=1"],
+    "deploy_args": ["--seconds", "6"],
+    "deploy_episodes": 2,
+    "candidate_episodes": 1,
+}
+
+
+@pytest.mark.slow
+def test_tiny_arm_cycle_end_to_end(tmp_path: Path) -> None:
+    """Every arm verb for real against `realsim emulate arm` (about 8 min on 2 busy cores):
+    each stage done, the candidates deployed, the report's rows and decisions."""
+    cfg = tmp_path / "arm.yaml"
+    cfg.write_text(yaml.safe_dump(TINY_ARM))
+    out = tmp_path / "run"
+    p = _run(cfg, out)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip().splitlines()[-1] == f"student={out / 'iter_01' / 'student' / 'student.ckpt'}"
+    for i in (0, 1):
+        for s in ["record", "gap", "teach", "student", "deploy", "candidates"] + (
+                ["fit", "residual"] if i else []):
+            assert (out / f"iter_{i:02d}" / s / "stage.json").is_file(), (i, s)
+    rows = json.loads((out / "summary.json").read_text())
+    assert set(rows[1]["heldout_rmse"]) >= {"nominal", "fitted", "fitted+residual"}
+    assert rows[1]["heldout_rmse"]["fitted"]["joint_pos"] > 0
+    assert len(rows[1]["candidates"]) == 1 and "residual_why" in rows[1]
+    teach_cmd = (out / "iter_01" / "teach" / "log.txt").read_text().splitlines()[0]
+    assert "--params" in teach_cmd and ("--residual" in teach_cmd) == rows[1]["residual_used"]
