@@ -15,6 +15,7 @@ on the fitting log (no episode of it held out: the held-out log is separate), th
 Metric: joint-position open-loop RMSE (rad) over the five revolute joints, every held-out
 episode replayed whole from rest in its first measured pose, compared on all its sensor
 samples (pooled); per joint and overall, nominal vs fitted, and the ratio (target <= 0.5).
+The residual's half of the must-show: ``experiments/residual_heldout_arm.py --fit-dir DIR``.
 """
 
 from __future__ import annotations

@@ -252,3 +252,25 @@ def test_rest_qpos_gravity_side(model: mujoco.MjModel) -> None:
     lay = ArmLayout(model)
     np.testing.assert_allclose(lay.joint_qpos(q), C.HOME, atol=1e-12)
     assert hold.shape == (6,)
+
+
+def test_per_servo_speed_and_legacy_shared_values(tmp_path) -> None:
+    """Each servo slews at its own no-load speed; an old file's one shared value goes to
+    every servo."""
+    from realsim.robots.arm.model import servo_damping
+
+    p = ArmParams(no_load_speed_wrist_roll=6.0, stall_torque_shoulder_pan=1.3)
+    d = servo_damping(p)
+    assert d[4] == pytest.approx(p["stall_torque_wrist_roll"] / 6.0)
+    assert d[0] == pytest.approx(1.3 / 5.0) and d[1] == pytest.approx(C_STALL / 5.0)
+    m = build_model(p)
+    assert m.dof_damping[m.joint("wrist_roll").dofadr[0]] == pytest.approx(d[4])
+    assert m.dof_damping[m.joint("shoulder_lift").dofadr[0]] != pytest.approx(d[4])
+    path = tmp_path / "old.yaml"
+    path.write_text("robot: arm\nparams:\n  stall_torque: {value: 1.4, ci95: [1.3, 1.5]}\n"
+                    "  no_load_speed: 4.5\n")
+    q = ArmParams.from_yaml(path)
+    assert all(q[f"stall_torque_{j}"] == 1.4 and q[f"no_load_speed_{j}"] == 4.5 for j in C.JOINTS)
+
+
+C_STALL = 1.55  # STALL_REF, the nominal stall torque

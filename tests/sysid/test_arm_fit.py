@@ -4,9 +4,9 @@ Fast: a synthetic arm log (MuJoCo arm, known off-nominal parameters, servo-count
 quantisation) replayed with its true parameters reproduces its joint readings to the
 quantisation; nominal parameters do not; a log of the wrong robot is refused with exit
 status 2 and one line. Slow (``pytest -m slow tests/sysid/test_arm_fit.py``): every
-parameter the fit calls identifiable is recovered within 5 % (masses, servo gain, stall
-torque, no-load speed, latency free; the per-joint friction, armature and backlash at
-their true = nominal values), and a canary (one true parameter corrupted by 20 %) is
+parameter the fit calls identifiable is recovered within 5 % (masses, servo gain, each
+servo's stall torque and no-load speed, latency free; the per-joint friction, armature and
+backlash at their true = nominal values), and a canary (one true parameter corrupted by 20 %) is
 followed by the fit.
 """
 
@@ -25,8 +25,14 @@ from sysid.robot_adapter import get_adapter
 from sysid.synth import write_synthetic
 
 # Off-nominal "true" arm, inside every range (the others at nominal).
-TRUE_ARM = {"mass_upper_arm": 0.125, "mass_forearm": 0.095, "servo_kp": 11.0, "stall_torque": 1.4,
-            "no_load_speed": 5.5, "latency": 0.03}
+# Each servo its own stall torque and no-load speed (the gripper's at nominal).
+_STALL = {"shoulder_pan": 1.4, "shoulder_lift": 1.7, "elbow_flex": 1.45, "wrist_flex": 1.6,
+          "wrist_roll": 1.35, "gripper": 1.55}
+_SPEED = {"shoulder_pan": 4.4, "shoulder_lift": 5.5, "elbow_flex": 4.8, "wrist_flex": 5.3,
+          "wrist_roll": 5.8, "gripper": 5.0}
+TRUE_ARM = {"mass_upper_arm": 0.125, "mass_forearm": 0.095, "servo_kp": 11.0, "latency": 0.03,
+            **{f"stall_torque_{j}": v for j, v in _STALL.items()},
+            **{f"no_load_speed_{j}": v for j, v in _SPEED.items()}}
 QUANTUM = 2 * np.pi / 4096  # rad per servo count
 
 
@@ -96,7 +102,7 @@ def _fit(tmp: Path, logs: list[Path], free: list[str] | None, trials: int = 64, 
     """Whole episodes from rest (window 0): every arm episode starts at rest in a measured
     pose, so no window-start estimate is needed (2.5 s windows raise the error at the true
     parameters about 13x on these logs: the start estimate's transients)."""
-    kw = {"search_seconds": 16, "refine_seconds": 48, "refine_iters": 20, "window": 0.0, **kw}
+    kw = {"search_seconds": 16, "refine_seconds": 48, "refine_iters": 30, "window": 0.0, **kw}
     cfg = FitConfig("arm", [str(x) for x in logs], str(tmp), trials=trials, free=free, holdout="0", **kw)
     return run_fit(cfg, log=lambda s: None)
 

@@ -8,10 +8,11 @@ Physics summary (details in arm.xml comments and constants.py):
 
 - links: each body's inertial is a uniform rod along the link (its mass a parameter for
   the upper arm and forearm) plus the servo that sits in it (0.055 kg, datasheet);
-- servo = MuJoCo position actuator on the motor hinge: force kp (goal - q) clamped to
-  +-stall_torque, with joint damping stall_torque / no_load_speed (the back-EMF: a
-  saturated servo slews at the no-load speed), armature (reflected rotor) and Coulomb
-  frictionloss; the goal is clamped to the joint limits (ctrlrange) as the servo does;
+- servo j = MuJoCo position actuator on the motor hinge: force kp_j (goal - q) clamped to
+  +-stall_torque_j, kp_j = servo_kp stall_torque_j / STALL_REF (the gain sets the duty),
+  with joint damping stall_torque_j / no_load_speed_j (the back-EMF: a saturated servo
+  slews at its no-load speed), armature (reflected rotor) and Coulomb frictionloss; the
+  goal is clamped to the joint limits (ctrlrange) as the servo does;
 - backlash: a second hinge on the same axis, free within +-backlash/2 (a joint limit),
   between the motor and the link; the encoder reads motor + play (fixed tendons);
 - gripper: two slide fingers coupled by an equality; the gripper servo acts on their sum
@@ -28,7 +29,7 @@ import mujoco
 import numpy as np
 
 from realsim.robots.arm import constants as C
-from realsim.robots.arm.params import SPEC_PARAMS, ArmParams
+from realsim.robots.arm.params import SPEC_PARAMS, STALL_REF, ArmParams, servo_values
 
 GRIPPER_ARMATURE_ROT = 0.003  # kg m^2 at the gripper servo (not fitted)
 _SERVO_INERTIA = 1.5e-5  # kg m^2, a 45 x 25 x 35 mm servo about its own centre (each axis)
@@ -74,9 +75,16 @@ def body_parts(params: ArmParams) -> dict[str, list[tuple[float, float, float]]]
     }
 
 
-def servo_damping(params: ArmParams) -> float:
-    """Back-EMF damping of a servo (N m s/rad): stall_torque / no_load_speed."""
-    return params["stall_torque"] / params["no_load_speed"]
+def servo_damping(params: ArmParams) -> np.ndarray:
+    """Back-EMF damping of each servo (N m s/rad, at the servo): stall torque / no-load
+    speed. Shape: (6,), JOINTS order."""
+    return servo_values(params, "stall_torque") / servo_values(params, "no_load_speed")
+
+
+def servo_gain(params: ArmParams) -> np.ndarray:
+    """Position gain of each servo (N m/rad, at the servo): servo_kp stall / STALL_REF.
+    Shape: (6,), JOINTS order."""
+    return params["servo_kp"] * servo_values(params, "stall_torque") / STALL_REF
 
 
 def apply_params(spec: mujoco.MjSpec, params: ArmParams) -> mujoco.MjSpec:
@@ -93,9 +101,10 @@ def apply_params(spec: mujoco.MjSpec, params: ArmParams) -> mujoco.MjSpec:
         b.iquat = [1, 0, 0, 0]
         b.explicitinertial = True
 
-    kp, tau = params["servo_kp"], params["stall_torque"]
-    damp = servo_damping(params)
-    for j, lo, hi in zip(C.ARM_JOINTS, C.LIMITS_LO, C.LIMITS_HI, strict=False):
+    kps, taus = servo_gain(params), servo_values(params, "stall_torque")
+    damps = servo_damping(params)
+    for i, (j, lo, hi) in enumerate(zip(C.ARM_JOINTS, C.LIMITS_LO, C.LIMITS_HI, strict=False)):
+        kp, tau, damp = float(kps[i]), float(taus[i]), float(damps[i])
         jm = spec.joint(j)
         jm.damping = [damp, 0.0, 0.0]  # linear coefficient (MuJoCo 4: polynomial)
         jm.armature = params[f"armature_{j}"]
@@ -112,6 +121,7 @@ def apply_params(spec: mujoco.MjSpec, params: ArmParams) -> mujoco.MjSpec:
         act.ctrlrange = [lo, hi]
 
     lev2 = C.GRIPPER_LEVER**2
+    kp, tau, damp = float(kps[5]), float(taus[5]), float(damps[5])
     g = spec.actuator(C.GRIPPER_TENDON)
     g.gainprm = np.r_[kp / lev2, np.zeros(9)]
     g.biasprm = np.r_[0.0, -kp / lev2, 0.0, np.zeros(7)]
@@ -233,8 +243,8 @@ class ArmLayout:
 
 def max_force(params: ArmParams) -> np.ndarray:
     """Each actuator's force limit (N m; the gripper's in N). Shape: (6,)."""
-    tau = params["stall_torque"]
-    return np.array([tau] * 5 + [tau / C.GRIPPER_LEVER])
+    tau = servo_values(params, "stall_torque")
+    return np.r_[tau[:5], tau[5] / C.GRIPPER_LEVER]
 
 
 def rest_qpos(
@@ -270,8 +280,8 @@ def rest_qpos(
     play = -np.sign(bias) * half
     q[lay.play_q] = play
     q[lay.motor_q] = j[:5] - play
-    kp = params["servo_kp"]
-    tau = params["stall_torque"]
+    kp = servo_gain(params)[:5]
+    tau = servo_values(params, "stall_torque")[:5]
     hold = np.empty(6)
     hold[:5] = q[lay.motor_q] + np.clip(bias, -tau, tau) / kp
     hold[:5] = np.clip(hold[:5], C.LIMITS_LO[:5], C.LIMITS_HI[:5])
