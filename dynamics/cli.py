@@ -35,13 +35,16 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
     p.add_argument("--anchor", type=int, default=0,
                    help="periods between restarts from a state estimate (0: whole episodes from rest)")
     p.add_argument("--mode", choices=("force", "state"), default="force",
-                   help="force: generalised force inside the step; state: ablation only")
+                   help="force: generalised force inside the step; state: ablation only (rc_car)")
+    p.add_argument("--structure", choices=("mlp", "per_output"), default=None,
+                   help="network: one MLP on all features, or one shared by the outputs, each on its "
+                        "own feature group (default: the robot's; rc_car mlp, arm per_output)")
     p.add_argument("--passes", type=int, default=3, help="linearise-and-fit passes")
     p.add_argument("--epochs", type=int, default=40, help="Lightning epochs per pass")
     p.add_argument("--batch", type=int, default=4, help="segments (episodes) per optimiser step")
     p.add_argument("--max-out", default="",
-                   help="output bounds overriding the defaults, e.g. mz=0.6,fy=4 (N, N m, or the state "
-                        "increments' units)")
+                   help="output bounds overriding the defaults, e.g. mz=0.6,fy=4 (rc_car) or "
+                        "tau_wrist_roll=0.5 (arm) (N, N m, or the state increments' units)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--logdir", help="TensorBoard directory (default: next to --out)")
     from realsim.distributed import add_distributed_arguments
@@ -49,18 +52,20 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
     return add_distributed_arguments(p)
 
 
-def parse_max_out(spec: str) -> dict[str, float] | None:
-    """"mz=0.6,fy=4" -> {"mz": 0.6, "fy": 4.0}; "" -> None. UserError on a bad entry."""
+def parse_max_out(spec: str, robot: str = "rc_car") -> dict[str, float] | None:
+    """"mz=0.6,fy=4" -> {"mz": 0.6, "fy": 4.0}; "" -> None. UserError on a bad entry
+    (a name that is not one of `robot`'s residual outputs)."""
     if not spec.strip():
         return None
-    from realsim.residual import DEFAULT_MAX  # lazy: torch is not for argument parsing
+    from realsim.residual import robot_io  # lazy: torch is not for argument parsing
 
+    known = robot_io(robot).default_max
     out: dict[str, float] = {}
     for part in spec.split(","):
         k, sep, v = part.partition("=")
         k = k.strip()
-        if not sep or k not in DEFAULT_MAX:
-            raise UserError(f"--max-out: {part!r} is not NAME=VALUE with NAME in {sorted(DEFAULT_MAX)}")
+        if not sep or k not in known:
+            raise UserError(f"--max-out: {part!r} is not NAME=VALUE with NAME in {sorted(known)}")
         try:
             out[k] = float(v)
         except ValueError:
@@ -73,8 +78,8 @@ def parse_max_out(spec: str) -> dict[str, float] | None:
 def cmd_train_residual(a: argparse.Namespace) -> int:
     """Run training; prints the open-loop figures and the checkpoint path last."""
     from dynamics.train import TrainConfig, train_residual
-    from realsim import residual
     from realsim.distributed import dist_from_args, is_global_zero
+    from realsim.residual import robot_io
 
     if not Path(a.params).is_file():
         raise UserError(f"no such parameter file: {a.params}")
@@ -83,12 +88,17 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
             raise UserError(f"no such log file: {f}")
     if a.history < 1 or a.horizon < 0 or a.anchor < 0 or a.passes < 1 or a.epochs < 1 or a.batch < 1:
         raise UserError("train-residual: --history, --passes, --epochs, --batch must be >= 1, --horizon and --anchor >= 0")
+    io = robot_io(a.robot)
+    if a.mode == "state" and not io.state_outputs:
+        raise UserError(f"train-residual {a.robot}: --mode state is the rc_car's ablation only")
+    if a.robot != "rc_car" and a.anchor != 0:
+        raise UserError(f"train-residual {a.robot}: --anchor must be 0 (whole episodes from rest)")
     cfg = TrainConfig(
-        max_out=parse_max_out(a.max_out),
+        max_out=parse_max_out(a.max_out, a.robot),
         robot=a.robot, params=a.params, logs=list(a.logs), out=a.out, holdout=a.holdout,
         history=a.history, horizon=a.horizon, anchor=a.anchor, mode=a.mode,
-        outputs=residual.FORCE_OUTPUTS if a.mode == "force" else residual.STATE_OUTPUTS,
-        passes=a.passes, epochs=a.epochs, batch=a.batch, seed=a.seed, logdir=a.logdir,
+        outputs=io.force_outputs if a.mode == "force" else io.state_outputs,
+        structure=a.structure, passes=a.passes, epochs=a.epochs, batch=a.batch, seed=a.seed, logdir=a.logdir,
         dist=dist_from_args(a),
     )
     res = train_residual(cfg)

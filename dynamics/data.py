@@ -3,15 +3,17 @@
 Pipeline (one *linearisation pass*, repeated by the trainer with the current residual):
 
 1. Each training episode is replayed open loop in the hybrid simulator (fitted params +
-   current residual; none on the first pass) from rest, or in *anchors* of W periods
-   restarted from a state estimate (W = 1: the one-step ablation). This gives the
-   simulated reduced state s_j = [vx, vy, yaw rate, wheel speed] at every period start,
-   the features the residual saw, and the output f_j it applied.
+   current residual; none on the first pass) from rest, or (the car) in *anchors* of W
+   periods restarted from a state estimate (W = 1: the one-step ablation). This gives
+   the simulated reduced state s_j at every period start (the robot layout's: the car
+   [vx, vy, yaw rate, wheel speed], S = 4; the arm the five joint angles and speeds,
+   S = 10), the features the residual saw, and the output f_j it applied.
 2. Sensitivities of the simulator over one period, by finite differences in MuJoCo
    (batched `mujoco.rollout`, same warm start as the trajectory):
-   A_j = d s_{j+1} / d s_j (4 x 4) and G_j = d s_{j+1} / d f_j (4 x n_out).
-3. Targets: the logged yaw rate (minus the fitted gyro bias) and wheel speed (sysid's
-   smoothed signals) at the period starts.
+   A_j = d s_{j+1} / d s_j (S x S) and G_j = d s_{j+1} / d f_j (S x n_out).
+3. Targets (`OBSERVED`): the logged signals that sysid compares and that are part of the
+   reduced state, at the period starts: the car's yaw rate (minus the fitted gyro bias)
+   and wheel speed, the arm's five joint angles and speed readings.
 
 The trainer then unrolls s_j + delta_j with delta_{j+1} = A_j delta_j + G_j (f_theta - f_j)
 in torch over many periods: a multi-step loss through a first-order model of the real
@@ -20,30 +22,60 @@ simulator around its own rollout (a Gauss-Newton step per pass).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from realsim.residual import Residual, ResidualConfig
+from realsim.errors import UserError
+from realsim.residual import STATE_OUTPUTS, Residual, ResidualConfig
 from realsim.robots.rc_car import constants as C
 from realsim.robots.rc_car import sim as car_sim
 from realsim.robots.rc_car.actuation import initial_steer
-from realsim.sim import HybridSim, Trajectory, split_state
-from sysid.data import LogEpisode, signal_scales, signals_of
+from realsim.sim import CarLayout, HybridSim, Trajectory, split_state
+from sysid.data import LogEpisode, signal_scales
 
-# finite-difference steps of the reduced state [vx, vy, r, w] and of each output
-STATE_STEP = np.array([0.05, 0.05, 0.1, 1.0])
+# the car's finite-difference steps of the reduced state [vx, vy, r, w] (kept for callers;
+# each layout carries its own: `state_step`), and of each output
+STATE_STEP = CarLayout.state_step
 OUT_STEP_FRAC = 0.1  # of the output's bound
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The logged signals the residual's loss compares with the reduced state.
+
+    signals: sysid signal names (`RobotAdapter.signals`); index: each one's place in the
+    layout's reduced state; offsets: signal -> fitted parameter subtracted from the log
+    (a sensor bias the simulated state does not carry); weight: each one's weight in the
+    loss (its scale is divided by sqrt(weight)).
+    """
+
+    signals: tuple[str, ...]
+    index: tuple[int, ...]
+    offsets: dict[str, str]
+    weight: tuple[float, ...] | None = None
+
+
+_ARM = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+OBSERVED: dict[str, Observed] = {
+    "rc_car": Observed(("yaw_rate", "wheel_speed"), (2, 3), {"yaw_rate": "gyro_bias"}),
+    # the arm: joint angles, and the servos' speed readings at sysid's lower weight
+    # (ARM_V_WEIGHT: noisier); both are in its reduced state
+    "arm": Observed(tuple(f"q_{j}" for j in _ARM) + tuple(f"v_{j}" for j in _ARM), tuple(range(10)),
+                    {}, (1.0,) * 5 + (0.3,) * 5),
+}
 
 
 @dataclass
 class Linearised:
-    """One pass over E segments, padded to J periods. Shapes:
+    """One pass over E segments, padded to J periods (S reduced-state size, O observed
+    signals). Shapes:
 
-    A (E, J, 4, 4); G (E, J, 4, n); fbar (E, J, n); sbar (E, J + 1, 4);
-    feat (E, J + 1, F); y (E, J + 1, 2) targets [yaw rate, wheel speed] (NaN: none);
-    length (E,) periods per segment.
+    A (E, J, S, S); G (E, J, S, n); fbar (E, J, n); sbar (E, J + 1, S);
+    feat (E, J + 1, F); y (E, J + 1, O) targets (`OBSERVED`; NaN: none);
+    length (E,) periods per segment; index (O,) the targets' places in the state.
     """
 
     A: np.ndarray
@@ -53,6 +85,7 @@ class Linearised:
     feat: np.ndarray
     y: np.ndarray
     length: np.ndarray
+    index: tuple[int, ...] = (2, 3)
 
 
 def load_episodes(paths: Sequence[str], robot: str = "rc_car") -> list[LogEpisode]:
@@ -68,7 +101,8 @@ def load_episodes(paths: Sequence[str], robot: str = "rc_car") -> list[LogEpisod
     from sysid.data import load_logs
     from sysid.robot_adapter import get_adapter
 
-    eps = load_logs(list(paths), get_adapter(robot))
+    ad = get_adapter(robot)
+    eps = load_logs(list(paths), ad)
     by_file: dict[str, list[LogEpisode]] = {}
     for e in eps:
         by_file.setdefault(e.file, []).append(e)
@@ -83,27 +117,32 @@ def load_episodes(paths: Sequence[str], robot: str = "rc_car") -> list[LogEpisod
                     continue
                 rel = td - td[0]
                 e.sensor_t = rel + float(np.min(e.sensor_t - rel))
-                e.signals = signals_of(e.sensor_t, e.sensors)
+                e.signals = ad.signals_of(e.sensor_t, e.sensors)
     return eps
 
 
-def replay_input(e: LogEpisode) -> car_sim.ReplayInput:
-    """A logged episode as the simulator's replay input (from rest at the origin)."""
-    return car_sim.ReplayInput(
-        command_t=e.cmd_t,
-        action=e.cmd_action,
-        sensor_t=e.sensor_t,
-        vbat=e.sensors["vbat"],
-        enc0=float(e.sensors["enc_rad"][0]),
-    )
+def replay_input(e: LogEpisode) -> Any:
+    """A logged episode as its robot's replay input, whole, from rest (the car at the
+    origin, the arm in its first measured pose): the sysid adapter's `make_input`."""
+    from sysid.robot_adapter import get_adapter
+
+    return get_adapter(e.robot).make_input(e.cmd_t, e.cmd_action, e.sensor_t, e.sensors)
 
 
-def targets_on(e: LogEpisode, t: np.ndarray, gyro_bias: float) -> np.ndarray:
-    """Logged [yaw rate - bias, wheel speed] at times t (NaN outside). Shape: (len(t), 2)."""
-    out = np.full((len(t), 2), np.nan)
+def targets_on(e: LogEpisode, t: np.ndarray, params: Mapping[str, float] | float,
+               observed: Observed | None = None) -> np.ndarray:
+    """Logged observed signals (`OBSERVED`, offsets removed) at times t (NaN outside).
+
+    params: the fitted parameters (for the offsets; a float: the car's gyro bias).
+    Shape: (len(t), O)."""
+    obs = observed or OBSERVED[e.robot]
+    if not isinstance(params, Mapping):
+        params = {"gyro_bias": float(params)}
+    out = np.full((len(t), len(obs.signals)), np.nan)
     inside = (t >= e.sensor_t[0]) & (t <= e.sensor_t[-1])
-    out[inside, 0] = np.interp(t[inside], e.sensor_t, e.signals["yaw_rate"]) - gyro_bias
-    out[inside, 1] = np.interp(t[inside], e.sensor_t, e.signals["wheel_speed"])
+    for i, sig in enumerate(obs.signals):
+        off = float(params[obs.offsets[sig]]) if sig in obs.offsets else 0.0
+        out[inside, i] = np.interp(t[inside], e.sensor_t, e.signals[sig]) - off
     return out
 
 
@@ -117,6 +156,8 @@ def anchors(sim: HybridSim, e: LogEpisode, window: int) -> list[car_sim.ReplayIn
     """
     if window <= 0:
         return [replay_input(e)]
+    if sim.robot != "rc_car":
+        raise UserError(f"train-residual {sim.robot}: --anchor must be 0 (whole episodes from rest)")
     m, prm = sim.model, sim.params
     dt = C.TIMESTEP * sim.period
     t0s = np.arange(e.sensor_t[0], e.sensor_t[-1] - dt, window * dt)
@@ -155,52 +196,53 @@ def anchors(sim: HybridSim, e: LogEpisode, window: int) -> list[car_sim.ReplayIn
 def sensitivities(
     sim: HybridSim, trajs: Sequence[Trajectory], cfg: ResidualConfig, batch: int = 6000
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Finite-difference A (J, 4, 4), G (J, 4, n) of each trajectory's periods."""
+    """Finite-difference A (J, S, S), G (J, S, n) of each trajectory's periods."""
     m, lay, P = sim.model, sim.layout, cfg.period
     names = cfg.outputs
     nout = len(names)
     bounds = np.array(cfg.bounds())
-    nstate_pert = 4
+    step = lay.state_step
+    S = len(step)
+    nstate_pert = S
     nforce_pert = nout if cfg.mode == "force" else 0
     nvar = 1 + nstate_pert + nforce_pert
     # collect every (trajectory, period) start
     rows: list[tuple[int, int]] = [(i, j) for i, tr in enumerate(trajs) for j in range(len(tr.out))]
     N = len(rows)
-    ends = np.empty((N, nvar, 4))
+    ends = np.empty((N, nvar, S))
     for b0 in range(0, N, batch):
         sub = rows[b0 : b0 + batch]
-        S = np.stack([trajs[i].state[j] for i, j in sub])
-        W = np.stack([trajs[i].warmstart[j] for i, j in sub])
         n = len(sub)
-        ctrl = np.empty((n, P, C.NU))
+        ctrl = np.empty((n, P, lay.nu))
         for k, (i, j) in enumerate(sub):
             c = trajs[i].ctrl[j * P : (j + 1) * P]
             ctrl[k, : len(c)] = c
             ctrl[k, len(c) :] = c[-1]
-        qpos, qvel = split_state(m, S)
-        yaw = lay.yaw(qpos)
+        X = np.stack([trajs[i].state[j] for i, j in sub])
+        W = np.stack([trajs[i].warmstart[j] for i, j in sub])
+        qpos, qvel = split_state(m, X)
         fb = np.stack([trajs[i].out[j] for i, j in sub]) if nout else np.zeros((n, 0))
         if cfg.mode == "force":
-            qf0 = lay.to_qfrc(fb, names, yaw)
+            qf0 = lay.force(fb, names, qpos)
         else:
             qf0 = np.zeros((n, m.nv))
-            newv = lay.correct_state(qvel, fb, names, yaw)
-            S = S.copy()
-            S[:, 1 + m.nq : 1 + m.nq + m.nv] = newv
-        states, qfrcs = [S], [qf0]
-        for a in range(4):  # state perturbations along the reduced coordinates
-            Sp = S.copy()
-            dv = np.zeros((n, 4))
-            dv[:, a] = STATE_STEP[a]
-            _, qv = split_state(m, Sp)
-            qv[:] = lay.correct_state(qv, dv, ("dvx", "dvy", "dr", "dw"), yaw)
-            states.append(Sp)
+            newv = lay.correct(qvel, fb, names, qpos)
+            X = X.copy()
+            X[:, 1 + m.nq : 1 + m.nq + m.nv] = newv
+        states, qfrcs = [X], [qf0]
+        for a in range(S):  # state perturbations along the reduced coordinates
+            Xp = X.copy()
+            ds = np.zeros((n, S))
+            ds[:, a] = step[a]
+            qp, qv = split_state(m, Xp)
+            lay.perturb(qp, qv, ds)
+            states.append(Xp)
             qfrcs.append(qf0)
         for k in range(nforce_pert):
             fp = fb.copy()
             fp[:, k] += OUT_STEP_FRAC * bounds[k]
-            states.append(S)
-            qfrcs.append(lay.to_qfrc(fp, names, yaw))
+            states.append(X)
+            qfrcs.append(lay.force(fp, names, qpos))
         allS = np.concatenate(states)
         endS = sim.advance(
             allS,
@@ -209,16 +251,16 @@ def sensitivities(
             np.concatenate(qfrcs),
         )
         q_e, v_e = split_state(m, endS)
-        red = lay.reduced(q_e, v_e).reshape(nvar, n, 4)
+        red = lay.reduced(q_e, v_e).reshape(nvar, n, S)
         ends[b0 : b0 + n] = red.transpose(1, 0, 2)
     base = ends[:, 0]
-    A = (ends[:, 1:5] - base[:, None]) / STATE_STEP[:, None]  # (N, 4 in, 4 out)
+    A = (ends[:, 1 : 1 + S] - base[:, None]) / step[:, None]  # (N, S in, S out)
     A = A.transpose(0, 2, 1)
     if cfg.mode == "force":
-        G = (ends[:, 5:] - base[:, None]) / (OUT_STEP_FRAC * bounds)[:, None]
+        G = (ends[:, 1 + S :] - base[:, None]) / (OUT_STEP_FRAC * bounds)[:, None]
         G = G.transpose(0, 2, 1)
     else:  # a velocity increment at the period start: G = A restricted to the outputs
-        idx = [("dvx", "dvy", "dr", "dw").index(o) for o in names]
+        idx = [STATE_OUTPUTS.index(o) for o in names]
         G = A[:, :, idx]
     As, Gs, k = [], [], 0
     for tr in trajs:
@@ -237,7 +279,7 @@ def linearise(
     window: int = 0,
 ) -> tuple[Linearised, list[Trajectory]]:
     """One linearisation pass (module doc) over the episodes' anchors."""
-    segs: list[tuple[LogEpisode, car_sim.ReplayInput]] = []
+    segs: list[tuple[LogEpisode, Any]] = []
     for e in episodes:
         for a in anchors(sim, e, window):
             segs.append((e, a))
@@ -249,26 +291,28 @@ def linearise(
     if window > 0:  # keep the anchor's own periods only
         trajs = [_cut(tr, window, cfg.period) for tr in trajs]
     As, Gs = sensitivities(sim, trajs, cfg)
+    obs = OBSERVED[sim.robot]
     E = len(trajs)
     J = max(len(tr.out) for tr in trajs)
     n = len(cfg.outputs)
+    S = len(sim.layout.state_step)
     lin = Linearised(
-        A=np.zeros((E, J, 4, 4)),
-        G=np.zeros((E, J, 4, n)),
+        A=np.zeros((E, J, S, S)),
+        G=np.zeros((E, J, S, n)),
         fbar=np.zeros((E, J, n)),
-        sbar=np.zeros((E, J + 1, 4)),
+        sbar=np.zeros((E, J + 1, S)),
         feat=np.zeros((E, J + 1, trajs[0].feat.shape[1])),
-        y=np.full((E, J + 1, 2), np.nan),
+        y=np.full((E, J + 1, len(obs.signals)), np.nan),
         length=np.array([len(tr.out) for tr in trajs]),
+        index=obs.index,
     )
-    gb = sim.params["gyro_bias"]
     for i, ((e, _), tr) in enumerate(zip(segs, trajs, strict=True)):
         Ji = len(tr.out)
         lin.A[i, :Ji], lin.G[i, :Ji], lin.fbar[i, :Ji] = As[i], Gs[i], tr.out
         q, v = split_state(sim.model, tr.state)
         lin.sbar[i, : Ji + 1] = sim.layout.reduced(q, v)
         lin.feat[i, : Ji + 1] = tr.feat
-        lin.y[i, : Ji + 1] = targets_on(e, tr.t, gb)
+        lin.y[i, : Ji + 1] = targets_on(e, tr.t, sim.params, obs)
     return lin, trajs
 
 
@@ -277,14 +321,17 @@ def _cut(tr: Trajectory, periods: int, P: int) -> Trajectory:
     J = min(periods, len(tr.out))
     return Trajectory(
         tr.state[: J + 1], tr.warmstart[: J + 1], tr.feat[: J + 1], tr.out[:J],
-        tr.ctrl[: J * P], tr.t[: J + 1], tr.sens[: J * P], tr.vbat[: J + 1],
+        tr.ctrl[: J * P], tr.t[: J + 1], tr.sens[: J * P], tr.aux[: J + 1],
     )
 
 
 def scales(episodes: Sequence[LogEpisode]) -> np.ndarray:
-    """Loss scales [yaw rate, wheel speed] (std over the training episodes, floored)."""
+    """Loss scales of the observed signals (`OBSERVED`: the car's [yaw rate, wheel
+    speed]; std over the training episodes, floored, / sqrt(weight)). Shape: (O,)."""
     s = signal_scales(list(episodes))
-    return np.array([s["yaw_rate"], s["wheel_speed"]])
+    obs = OBSERVED[episodes[0].robot]
+    w = np.asarray(obs.weight) if obs.weight is not None else np.ones(len(obs.signals))
+    return np.array([s[k] for k in obs.signals]) / np.sqrt(w)
 
 
 def feature_stats(lin: Linearised) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,8 @@ known, and
     delta_{j+1} = A_j delta_j + G_j (f_theta(history of s + delta) - fbar_j),
     loss = mean over the segment of sum_c ((s_{j+1} + delta_{j+1})_c - y_{j+1,c})^2 / sigma_c^2
 
-for the observed channels c = yaw rate, wheel speed, plus a small penalty on the
+for the observed channels c (`dynamics.data.OBSERVED`: the car's yaw rate and wheel
+speed, the arm's joint angles), plus a small penalty on the
 output (relative to its bound) for the unidentifiable directions.
 
 Why whole segments: a window started mid-episode at the fitted simulator's own state
@@ -39,9 +40,9 @@ from realsim.residual import ResidualNet
 class SegmentSet(Dataset):
     """The segments of a `Linearised` pass, each padded to the longest (J periods).
 
-    Item: dict of float64 tensors, Shapes: A (J, 4, 4), G (J, 4, n), fbar (J, n),
-    sbar (J + 1, 4), feat (J + H - 1, F) rows -H+1 .. J-1 (clipped at the segment start:
-    the first sample repeated, as the simulator fills its history), y (J, 2) targets at
+    Item: dict of float64 tensors, Shapes: A (J, S, S), G (J, S, n), fbar (J, n),
+    sbar (J + 1, S), feat (J + H - 1, F) rows -H+1 .. J-1 (clipped at the segment start:
+    the first sample repeated, as the simulator fills its history), y (J, O) targets at
     periods 1 .. J, mask (J,) 1 where a target exists.
     """
 
@@ -87,17 +88,19 @@ def unroll(
     """Predicted reduced states s + delta at periods 1 .. J and the outputs applied.
 
     b: a batch of `SegmentSet` items; truncate: detach delta every that many periods
-    (0: never). Returns Shapes: (B, J, 4), (B, J, n_out).
+    (0: never). The first S features are the reduced state (`realsim.residual.RobotIO`),
+    so the history the network sees carries the deltas. Returns Shapes: (B, J, S),
+    (B, J, n_out).
     """
     A, G, fbar, sbar, feat = b["A"], b["G"], b["fbar"], b["sbar"], b["feat"]
-    B, Jm = A.shape[0], A.shape[1]
+    B, Jm, S = A.shape[0], A.shape[1], A.shape[-1]
     H = history
-    d = torch.zeros(B, 4, dtype=A.dtype)
+    d = torch.zeros(B, S, dtype=A.dtype)
     deltas: list[torch.Tensor] = [d] * H  # delta at rows -H+1 .. 0
     preds, outs = [], []
     for i in range(Jm):
         hist = feat[:, i : i + H].clone()
-        hist[..., :4] = hist[..., :4] + torch.stack(deltas[-H:], dim=1)
+        hist[..., :S] = hist[..., :S] + torch.stack(deltas[-H:], dim=1)
         o = net(hist)
         d = (A[:, i] @ d.unsqueeze(-1)).squeeze(-1) + (G[:, i] @ (o - fbar[:, i]).unsqueeze(-1)).squeeze(-1)
         if truncate > 0 and (i + 1) % truncate == 0:
@@ -113,8 +116,10 @@ def unroll(
 class ResidualModule(L.LightningModule):
     """The residual network trained with the multi-step loss (module doc).
 
-    sigma: Shape: (2,) scales of [yaw rate, wheel speed]; out_penalty: weight of the
-    mean squared output / bound; truncate: gradient truncation (periods, 0: none).
+    sigma: Shape: (O,) scales of the observed signals (the car's [yaw rate, wheel speed]);
+    observed: their places in the reduced state (default: the car's (2, 3));
+    out_penalty: weight of the mean squared output / bound; truncate: gradient truncation
+    (periods, 0: none).
     """
 
     def __init__(
@@ -125,16 +130,20 @@ class ResidualModule(L.LightningModule):
         weight_decay: float = 1e-5,
         out_penalty: float = 1e-3,
         truncate: int = 0,
+        observed: Sequence[int] = (2, 3),
     ) -> None:
         super().__init__()
         self.net = net
+        self.observed = [int(i) for i in observed]
+        if len(self.observed) != len(sigma):
+            raise ValueError(f"{len(sigma)} scales for {len(self.observed)} observed signals")
         self.register_buffer("sigma", torch.as_tensor(np.asarray(sigma), dtype=torch.float64))
         self.lr, self.weight_decay, self.out_penalty = lr, weight_decay, out_penalty
         self.truncate = int(truncate)
 
     def loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
         pred, out = unroll(self.net, b, self.net.cfg.history, self.truncate)
-        err = (pred[..., 2:4] - b["y"]) / self.sigma
+        err = (pred[..., self.observed] - b["y"]) / self.sigma
         m = b["mask"]
         msum = m.sum().clamp(min=1.0)
         fit = ((err**2).sum(-1) * m).sum() / msum

@@ -8,7 +8,9 @@ Lightning), open-loop evaluation, checkpoint.
 2. `lightning.Trainer.fit` of `ResidualModule` (multi-step rollout loss over whole
    segments: episodes from rest, or anchors) for ``epochs`` epochs;
 3. true open-loop rollouts (the real hybrid simulator, not the linear model) of the
-   training and held-out episodes: RMSE of yaw rate and wheel speed to TensorBoard.
+   training and held-out episodes: RMSE of the observed signals (the car's yaw rate and
+   wheel speed; the arm's joint angles, per joint and pooled as ``rmse_q``) to
+   TensorBoard.
 
 The pass with the lowest *training* rollout error is kept (held-out episodes are only
 reported, never used to choose). The checkpoint is `realsim.residual.save_residual`'s
@@ -29,12 +31,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from dynamics.data import feature_stats, linearise, load_episodes, replay_input, scales
+from dynamics.data import OBSERVED, feature_stats, linearise, load_episodes, replay_input, scales
 from realsim.distributed import DistConfig, is_global_zero, rank_zero_writer, trainer_kwargs
-from realsim.residual import FORCE_OUTPUTS, Residual, ResidualConfig, ResidualNet, save_residual
-from realsim.robots.rc_car.params import CarParams
-from realsim.sim import HybridSim, diverged, load_params, split_state
-from sysid.data import LogEpisode, signals_of, split_holdout
+from realsim.errors import UserError
+from realsim.residual import Residual, ResidualConfig, ResidualNet, save_residual
+from realsim.sim import HybridSim, load_params, split_state
+from sysid.data import LogEpisode, split_holdout
 from sysid.robot_adapter import get_adapter
 
 
@@ -58,7 +60,8 @@ class TrainConfig:
     period: int = 10
     hidden: tuple[int, ...] = (64, 64)
     mode: str = "force"
-    outputs: tuple[str, ...] = FORCE_OUTPUTS
+    outputs: tuple[str, ...] | None = None  # None: all of the robot's outputs for the mode
+    structure: str | None = None  # network structure (ResidualConfig); None: the robot's default
     # Lightning strategy/devices/nodes (realsim.distributed); default: one CPU process
     dist: DistConfig = field(default_factory=DistConfig)
     horizon: int = 0
@@ -83,22 +86,25 @@ class TrainResult:
 
 
 def evaluate(sim: HybridSim, episodes: Sequence[LogEpisode], residual: Residual | None) -> dict[str, Any]:
-    """Open-loop RMSE (whole episodes from rest) of yaw rate and wheel speed, pooled over
-    the episodes, on sysid's smoothed signals; `diverged`: episodes that blew up."""
+    """Open-loop RMSE (whole episodes from rest) of the observed signals (`OBSERVED`: the
+    car's yaw rate and wheel speed, the arm's joint angles), pooled over the episodes, on
+    sysid's signals, as ``rmse_<signal>``; the arm also ``rmse_q``, pooled over its
+    joints; `diverged`: episodes that blew up."""
     if not episodes:
         return {}
+    ad = get_adapter(sim.robot)
     inputs = [replay_input(e) for e in episodes]
     trajs = sim.rollout(inputs, residual=residual)
-    se = {"yaw_rate": 0.0, "wheel_speed": 0.0}
+    se = {k: 0.0 for k in OBSERVED[sim.robot].signals}
     n = 0
     div = []
     per: list[dict[str, float]] = []
     for e, inp, tr in zip(episodes, inputs, trajs, strict=True):
         q, v = split_state(sim.model, tr.state)
-        if diverged(sim.layout.reduced(q, v)):
+        if sim.layout.diverged(sim.layout.reduced(q, v)):
             div.append(e.key)
             continue
-        sig = signals_of(e.sensor_t, sim.sensors(inp, tr))
+        sig = ad.signals_of(e.sensor_t, sim.sensors(inp, tr))
         row = {}
         for k in se:
             d = sig[k] - e.signals[k]
@@ -107,16 +113,26 @@ def evaluate(sim: HybridSim, episodes: Sequence[LogEpisode], residual: Residual 
         per.append(row)
         n += len(e.sensor_t)
     out: dict[str, Any] = {f"rmse_{k}": math.sqrt(s / max(n, 1)) for k, s in se.items()}
+    if sim.robot == "arm":
+        qs = [k for k in se if k.startswith("q_")]
+        out["rmse_q"] = math.sqrt(sum(se[k] for k in qs) / max(n * len(qs), 1))
     out["diverged"] = div
     out["episodes"] = len(episodes)
     out["per_episode"] = per
     return out
 
 
-def _score(m: Mapping[str, Any], sig: np.ndarray) -> float:
+def _score(m: Mapping[str, Any], sig: np.ndarray, robot: str = "rc_car") -> float:
+    """Sum of the observed signals' RMSE / scale (inf if any episode diverged)."""
     if m.get("diverged"):
         return math.inf
-    return m["rmse_yaw_rate"] / sig[0] + m["rmse_wheel_speed"] / sig[1]
+    return float(sum(m[f"rmse_{k}"] / s for k, s in zip(OBSERVED[robot].signals, sig, strict=True)))
+
+
+def _brief_line(m: Mapping[str, Any]) -> str:
+    """The headline RMSEs of an `evaluate` result, for the log."""
+    keys = ["rmse_q"] if "rmse_q" in m else [k for k in m if k.startswith("rmse_")]
+    return " ".join(f"{k.removeprefix('rmse_')} {m.get(k, math.nan):.4f}" for k in keys)
 
 
 def train_residual(
@@ -132,19 +148,25 @@ def train_residual(
 
     torch.manual_seed(cfg.seed)
     get_adapter(cfg.robot)  # one-line error for a robot without sysid
-    params: CarParams = load_params(cfg.robot, cfg.params)
+    params = load_params(cfg.robot, cfg.params)
     eps = list(episodes) if episodes is not None else load_episodes(list(cfg.logs), cfg.robot)
     train, held = split_holdout(eps, cfg.holdout)
-    rcfg = ResidualConfig(
-        robot=cfg.robot, history=cfg.history, period=cfg.period, hidden=tuple(cfg.hidden),
-        mode=cfg.mode, outputs=tuple(cfg.outputs),
-        **({"max_out": {**ResidualConfig().max_out, **cfg.max_out}} if cfg.max_out else {}),
-    )
+    if not train:
+        raise UserError("train-residual: no training episodes (all held out?)")
+    try:
+        rcfg = ResidualConfig(
+            robot=cfg.robot, history=cfg.history, period=cfg.period, hidden=tuple(cfg.hidden),
+            mode=cfg.mode, outputs=tuple(cfg.outputs) if cfg.outputs is not None else None,
+            max_out=dict(cfg.max_out) if cfg.max_out else None, structure=cfg.structure,
+        )
+    except ValueError as e:
+        raise UserError(f"train-residual: {e}") from None
     sim = HybridSim(cfg.robot, params, None)
     sim.period = rcfg.period
     sig = scales(train)
     net = ResidualNet(rcfg)
-    module = ResidualModule(net, sig, lr=cfg.lr, out_penalty=cfg.out_penalty, truncate=cfg.horizon)
+    module = ResidualModule(net, sig, lr=cfg.lr, out_penalty=cfg.out_penalty, truncate=cfg.horizon,
+                            observed=OBSERVED[cfg.robot].index)
     dm = ResidualDataModule(rcfg.history, batch_size=cfg.batch if cfg.anchor != 1 else 64 * cfg.batch, seed=cfg.seed)
     logdir = Path(cfg.logdir) if cfg.logdir else Path(cfg.out).with_suffix("").parent / (Path(cfg.out).stem + "_tb")
     writer = rank_zero_writer(logdir / "rollout")  # one writer, on rank 0, under DDP
@@ -152,14 +174,15 @@ def train_residual(
 
     base_train = evaluate(sim, train, None)
     base_held = evaluate(sim, held, None)
-    for k in ("rmse_yaw_rate", "rmse_wheel_speed"):
+    rkeys = [k for k in base_train if k.startswith("rmse_")]
+    for k in rkeys:
         writer.add_scalar(f"fit_alone/train_{k}", base_train[k], 0)
         if base_held:
             writer.add_scalar(f"fit_alone/held_{k}", base_held[k], 0)
-    log(f"fit alone: train yaw {base_train['rmse_yaw_rate']:.4f} wheel {base_train['rmse_wheel_speed']:.3f}"
-        + (f"; held-out yaw {base_held['rmse_yaw_rate']:.4f} wheel {base_held['rmse_wheel_speed']:.3f}" if base_held else ""))
+    log(f"fit alone: train {_brief_line(base_train)}"
+        + (f"; held-out {_brief_line(base_held)}" if base_held else ""))
     best: tuple[float, Residual | None, dict[str, Any], dict[str, Any], int] = (
-        _score(base_train, sig), None, base_train, base_held, -1)
+        _score(base_train, sig, cfg.robot), None, base_train, base_held, -1)
     current: Residual | None = None
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     for p in range(cfg.passes):
@@ -181,16 +204,14 @@ def train_residual(
         current = Residual(copy.deepcopy(net).eval(), {})
         mt = evaluate(sim, train, current)
         mh = evaluate(sim, held, current)
-        for k in ("rmse_yaw_rate", "rmse_wheel_speed"):
+        for k in rkeys:
             writer.add_scalar(f"rollout/train_{k}", mt.get(k, math.nan), p)
             if mh:
                 writer.add_scalar(f"rollout/held_{k}", mh.get(k, math.nan), p)
         loss = float(trainer.callback_metrics.get("train/loss", torch.tensor(math.nan)))
-        log(f"pass {p}: loss {loss:.4f}; train yaw {mt.get('rmse_yaw_rate', math.nan):.4f} "
-            f"wheel {mt.get('rmse_wheel_speed', math.nan):.3f} diverged {len(mt['diverged'])}"
-            + (f"; held-out yaw {mh.get('rmse_yaw_rate', math.nan):.4f} wheel {mh.get('rmse_wheel_speed', math.nan):.3f} "
-               f"diverged {len(mh['diverged'])}" if mh else ""))
-        s = _score(mt, sig)
+        log(f"pass {p}: loss {loss:.4f}; train {_brief_line(mt)} diverged {len(mt['diverged'])}"
+            + (f"; held-out {_brief_line(mh)} diverged {len(mh['diverged'])}" if mh else ""))
+        s = _score(mt, sig, cfg.robot)
         if s < best[0]:
             best = (s, current, mt, mh, p)
     writer.close()
@@ -215,4 +236,4 @@ def train_residual(
 
 
 def _brief(m: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: m[k] for k in ("rmse_yaw_rate", "rmse_wheel_speed", "diverged", "episodes") if k in m}
+    return {k: m[k] for k in m if k.startswith("rmse_") or k in ("diverged", "episodes")}

@@ -1,9 +1,14 @@
 """The learned residual dynamics model: network, bounded output, normalisation, checkpoint.
 
-A residual is a small MLP over a short history of the simulator's own state, the
-commands acting on the car (after latency) and the battery voltage. Its output is
-bounded (``tanh * max``) and is applied *inside* the MuJoCo step by the hybrid
-simulator (`realsim.sim`) as a generalised force held over ``period`` physics steps:
+A residual is a small MLP over a short history of the simulator's own state and the
+commands acting on the robot (after latency). Its output is bounded (``tanh * max``)
+and is applied *inside* the MuJoCo step by the hybrid simulator (`realsim.sim`) as a
+generalised force held over ``period`` physics steps. What it sees and what it may
+output depend on the robot (`ROBOT_IO`):
+
+rc_car: features (`FEATURES`) body-frame velocities, yaw rate, mean rear-wheel speed,
+mean front steering angle, the step's mean steering target, drive voltage, brake duty,
+battery voltage; outputs
 
 - ``fx``, ``fy``: force (N) in the chassis frame, at the body origin, on the free joint;
 - ``mz``: yaw moment (N m) on the free joint;
@@ -13,10 +18,13 @@ Ablation only (never the product default): ``mode="state"`` outputs velocity
 increments (``dvx``, ``dvy``, ``dr`` in m/s, m/s, rad/s; ``dw`` in rad/s of the mean
 rear-wheel speed) that overwrite the state at each period boundary.
 
-Features per history sample (`FEATURES`), all read from the simulator state at a
-period boundary: body-frame velocities, yaw rate, mean rear-wheel speed, mean front
-steering angle, the step's mean steering target, drive voltage, brake duty, battery
-voltage. The checkpoint is a plain dict of tensors and built-in types, so
+arm: features (`ARM_FEATURES`) the five revolute joints' output angles and speeds and
+the goals acting on them; outputs ``tau_<joint>``: a torque (N m) on each joint's motor
+hinge, where the servo's own torque acts (an actuator-level correction). No state
+ablation.
+
+The first `RobotIO.nstate` features are the robot's reduced state (residual training
+perturbs and corrects exactly these). The checkpoint is a plain dict of tensors and built-in types, so
 ``torch.load(path, weights_only=True)`` reads it; this module lives in ``realsim/``
 so the simulator entry point can run a residual without importing ``dynamics/``.
 """
@@ -24,7 +32,7 @@ so the simulator entry point can run a residual without importing ``dynamics/``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +57,59 @@ DEFAULT_MAX: dict[str, float] = {
     "dr": 0.1,
     "dw": 1.5,
 }
+"""The car's output bounds (kept under this name: the car's callers use it)."""
+
+_ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+ARM_FEATURES = (
+    tuple(f"q_{j}" for j in _ARM_JOINTS)
+    + tuple(f"v_{j}" for j in _ARM_JOINTS)
+    + tuple(f"goal_{j}" for j in _ARM_JOINTS)
+)
+ARM_OUTPUTS = tuple(f"tau_{j}" for j in _ARM_JOINTS)
+# Per-output inputs of the arm's "per_output" network: a joint's torque error depends on
+# its own angle, speed and goal, and on the pose that sets the gravity load (the three
+# pitch joints' angles); one network shared by the joints (plus which joint it is).
+_GRAVITY_POSE = (1, 2, 3)  # q_shoulder_lift, q_elbow_flex, q_wrist_flex
+ARM_GROUPS = tuple((i, 5 + i, 10 + i, *_GRAVITY_POSE) for i in range(5))
+# 0.3 N m: a fifth of a servo's stall torque (1.2 .. 1.9 N m), several times the
+# Coulomb friction and gravity-model errors a fitted arm still makes.
+ARM_MAX: dict[str, float] = {o: 0.3 for o in ARM_OUTPUTS}
+
+
+@dataclass(frozen=True)
+class RobotIO:
+    """What a residual of one robot reads and writes.
+
+    features: names of the per-sample input features; the first `nstate` are the
+    reduced state. force_outputs / state_outputs: allowed output channels per mode
+    (no state outputs: the mode is not offered). default_max: bound per output.
+    groups: for the "per_output" structure, the feature indices each force output sees
+    (force_outputs order; equal sizes); None: the robot has only the plain MLP.
+    structure: the default network structure.
+    """
+
+    features: tuple[str, ...]
+    nstate: int
+    force_outputs: tuple[str, ...]
+    state_outputs: tuple[str, ...]
+    default_max: Mapping[str, float]
+    groups: tuple[tuple[int, ...], ...] | None = None
+    structure: str = "mlp"
+
+
+ROBOT_IO: dict[str, RobotIO] = {
+    "rc_car": RobotIO(FEATURES, 4, FORCE_OUTPUTS, STATE_OUTPUTS, DEFAULT_MAX),
+    "arm": RobotIO(ARM_FEATURES, 10, ARM_OUTPUTS, (), ARM_MAX, ARM_GROUPS, "per_output"),
+}
+
+
+def robot_io(robot: str) -> RobotIO:
+    """The residual interface of `robot`; UserError for a robot without one."""
+    if robot not in ROBOT_IO:
+        raise UserError(f"residual: no residual dynamics for robot {robot!r}")
+    return ROBOT_IO[robot]
+
+
 CKPT_FORMAT = "realsim-residual"
 CKPT_VERSION = 1
 
@@ -57,11 +118,19 @@ CKPT_VERSION = 1
 class ResidualConfig:
     """Structure of a residual model.
 
+    robot: which robot's features and outputs (`ROBOT_IO`).
     history: samples of the feature history the network sees (1 = no history).
     period: physics steps the output is held for (10 at dt 2 ms = 50 Hz).
     mode: "force" (generalised force inside the step) or "state" (ablation: velocity
         increments written into the state at period boundaries).
-    outputs: output channels, a subset of FORCE_OUTPUTS (or STATE_OUTPUTS for "state").
+    outputs: output channels, a subset of the robot's force outputs (or state outputs
+        for "state"); None: all of them.
+    max_out: bound per output; None (or missing names): the robot's defaults.
+    structure: "mlp" (one MLP from the whole feature history to every output) or
+        "per_output" (one MLP shared by the outputs, each seeing only its own feature
+        group (`RobotIO.groups`) plus which output it is: fewer spurious couplings to
+        learn from a few episodes); None: the robot's default (the car "mlp", the arm
+        "per_output").
     """
 
     robot: str = "rc_car"
@@ -69,19 +138,36 @@ class ResidualConfig:
     period: int = 10
     hidden: tuple[int, ...] = (64, 64)
     mode: str = "force"
-    outputs: tuple[str, ...] = FORCE_OUTPUTS
-    max_out: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MAX))
+    outputs: tuple[str, ...] | None = None
+    max_out: dict[str, float] | None = None
+    structure: str | None = None
 
     def __post_init__(self) -> None:
+        io = robot_io(self.robot)
         self.hidden = tuple(int(h) for h in self.hidden)
-        self.outputs = tuple(self.outputs)
-        allowed = FORCE_OUTPUTS if self.mode == "force" else STATE_OUTPUTS
         if self.mode not in ("force", "state"):
             raise ValueError(f"mode {self.mode!r}: expected 'force' or 'state'")
+        allowed = io.force_outputs if self.mode == "force" else io.state_outputs
+        if not allowed:
+            raise ValueError(f"{self.robot}: no residual mode {self.mode!r}")
+        self.outputs = tuple(self.outputs) if self.outputs is not None else allowed
+        self.max_out = {**io.default_max, **(self.max_out or {})}
+        if self.structure is None:
+            self.structure = io.structure if self.mode == "force" else "mlp"
+        if self.structure not in ("mlp", "per_output"):
+            raise ValueError(f"structure {self.structure!r}: expected 'mlp' or 'per_output'")
+        if self.structure == "per_output" and (io.groups is None or self.mode != "force"):
+            raise ValueError(f"{self.robot}: no per_output structure for mode {self.mode!r}")
         if not self.outputs or any(o not in allowed for o in self.outputs):
             raise ValueError(f"outputs {self.outputs} must be a subset of {allowed}")
         if self.history < 1 or self.period < 1:
             raise ValueError("history and period must be >= 1")
+
+    def groups(self) -> list[tuple[int, ...]]:
+        """Feature indices each output sees ("per_output"), in `outputs` order."""
+        io = ROBOT_IO[self.robot]
+        assert io.groups is not None
+        return [io.groups[io.force_outputs.index(o)] for o in self.outputs]  # type: ignore[union-attr]
 
     def bounds(self) -> list[float]:
         """Per-output bound, in `outputs` order."""
@@ -91,36 +177,54 @@ class ResidualConfig:
 class ResidualNet(nn.Module):
     """MLP residual with input normalisation and a tanh-bounded output.
 
-    forward: x Shape: (B, history, len(FEATURES)) raw features -> Shape: (B, len(outputs))
-    in physical units, each within +-bound.
+    forward: x Shape: (B, history, F) raw features (F = len of the robot's features) ->
+    Shape: (B, len(outputs)) in physical units, each within +-bound.
+    Structure "mlp": one MLP on the flattened history (B, history F). "per_output": for
+    output o the history of its feature group (B, history, G) flattened plus a one-hot of
+    o, through one MLP shared by all outputs, one value each.
     """
 
     def __init__(self, cfg: ResidualConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        nf = len(FEATURES)
+        nf = len(ROBOT_IO[cfg.robot].features)
+        nout = len(cfg.outputs)  # type: ignore[arg-type]
         self.register_buffer("x_mean", torch.zeros(nf, dtype=torch.float64))
         self.register_buffer("x_std", torch.ones(nf, dtype=torch.float64))
         self.register_buffer("bound", torch.tensor(cfg.bounds(), dtype=torch.float64))
+        self.per_output = cfg.structure == "per_output"
+        if self.per_output:
+            groups = cfg.groups()
+            self.register_buffer("group_idx", torch.tensor(groups, dtype=torch.long))  # (n, G)
+            self.register_buffer("onehot", torch.eye(nout, dtype=torch.float64))
+            width = cfg.history * len(groups[0]) + nout
+        else:
+            width = cfg.history * nf
         layers: list[nn.Module] = []
-        width = cfg.history * nf
         for h in cfg.hidden:
             layers += [nn.Linear(width, h, dtype=torch.float64), nn.Tanh()]
             width = h
-        self.head = nn.Linear(width, len(cfg.outputs), dtype=torch.float64)
+        self.head = nn.Linear(width, 1 if self.per_output else nout, dtype=torch.float64)
         self.body = nn.Sequential(*layers)
         with torch.no_grad():  # start near zero: the fitted simulator, slightly perturbed
             self.head.weight.mul_(0.01)
             self.head.bias.zero_()
 
     def set_normalisation(self, mean: torch.Tensor, std: torch.Tensor) -> None:
-        """Feature mean and std (Shape: (len(FEATURES),)); std floored at 1e-3."""
+        """Feature mean and std (Shape: (F,)); std floored at 1e-3."""
         self.x_mean.copy_(mean.to(torch.float64))
         self.x_std.copy_(torch.clamp(std.to(torch.float64), min=1e-3))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         z = (x - self.x_mean) / self.x_std
-        z = z.reshape(z.shape[0], -1)
+        B = z.shape[0]
+        if self.per_output:
+            n = self.group_idx.shape[0]
+            g = z[:, :, self.group_idx]  # (B, H, n, G)
+            g = g.permute(0, 2, 1, 3).reshape(B, n, -1)  # (B, n, H G)
+            inp = torch.cat([g, self.onehot.expand(B, n, n)], dim=-1)
+            return torch.tanh(self.head(self.body(inp))[..., 0]) * self.bound
+        z = z.reshape(B, -1)
         return torch.tanh(self.head(self.body(z))) * self.bound
 
     def zero_(self) -> ResidualNet:
@@ -142,6 +246,11 @@ class Residual:
     def cfg(self) -> ResidualConfig:
         return self.net.cfg
 
+    @property
+    def io(self) -> RobotIO:
+        """The robot interface (features, outputs) the residual was made for."""
+        return ROBOT_IO[self.cfg.robot]
+
     @torch.no_grad()
     def __call__(self, hist: Any) -> Any:
         """numpy history Shape: (B, history, F) -> numpy output Shape: (B, n_out)."""
@@ -159,7 +268,7 @@ def save_residual(path: str | Path, net: ResidualNet, meta: Mapping[str, Any] | 
         "version": CKPT_VERSION,
         "config": cfg,
         "state_dict": {k: v.detach().clone() for k, v in net.state_dict().items()},
-        "features": list(FEATURES),
+        "features": list(ROBOT_IO[net.cfg.robot].features),
         "meta": _plain(dict(meta or {})),
     }
     p = Path(path)
@@ -188,13 +297,20 @@ def residual_from_blob(blob: Mapping[str, Any], where: str = "checkpoint") -> Re
         raise UserError(f"{where}: not a realsim residual checkpoint")
     if int(blob.get("version", -1)) != CKPT_VERSION:
         raise UserError(f"{where}: residual checkpoint version {blob.get('version')} unknown")
-    if list(blob.get("features", [])) != list(FEATURES):
-        raise UserError(f"{where}: residual features {blob.get('features')} differ from {FEATURES}")
     c = dict(blob["config"])
+    robot = str(c.get("robot", ""))
+    if robot not in ROBOT_IO:
+        raise UserError(f"{where}: residual checkpoint for unknown robot {robot!r}")
+    feats = ROBOT_IO[robot].features
+    if list(blob.get("features", [])) != list(feats):
+        raise UserError(f"{where}: residual features {blob.get('features')} differ from {feats}")
     c["hidden"] = tuple(c["hidden"])
     c["outputs"] = tuple(c["outputs"])
-    net = ResidualNet(ResidualConfig(**c))
-    net.load_state_dict(blob["state_dict"])
+    try:
+        net = ResidualNet(ResidualConfig(**c))
+        net.load_state_dict(blob["state_dict"])
+    except (TypeError, ValueError, RuntimeError, KeyError) as e:
+        raise UserError(f"{where}: inconsistent residual checkpoint ({type(e).__name__})") from None
     net.eval()
     return Residual(net, dict(blob.get("meta", {})))
 
@@ -224,7 +340,12 @@ def zero_residual(cfg: ResidualConfig | None = None) -> Residual:
 
 
 __all__ = [
+    "ARM_FEATURES",
+    "ARM_OUTPUTS",
     "FEATURES",
+    "ROBOT_IO",
+    "RobotIO",
+    "robot_io",
     "FORCE_OUTPUTS",
     "STATE_OUTPUTS",
     "Residual",

@@ -1,25 +1,31 @@
 """The simulator entry point: fitted parameters plus an optional learned residual.
 
 Every consumer (replay, teacher and student data generation, evaluation, the cycle,
-residual training) gets its simulator here, the same way::
+residual training) gets its simulator here, the same way, for either robot::
 
     sim = load_simulator("rc_car", params="fit/params.yaml", residual="res.pt")
     outs = sim.replay(episodes)            # batched open loop, like replay_batch
-    car = sim.closed_loop(spec=scene_spec) # a CarSim whose physics runs the residual
+    car = sim.closed_loop(spec=scene_spec) # a CarSim (ArmSim) whose physics runs the residual
 
-Without a residual `replay` *is* `robots.rc_car.sim.replay_batch`. With one, the
+Without a residual `replay` *is* the robot's ``sim.replay_batch``. With one, the
 residual's bounded output is applied inside the MuJoCo step as a generalised force
-(`data.qfrc_applied` on the car's free joint and rear wheels), recomputed every
-``period`` physics steps from the history of the simulated state and held in between:
-the state is never overwritten. Open loop, each trajectory runs as `mujoco.rollout`
-calls of ``period`` steps (the force enters through the control spec, CTRL |
-QFRC_APPLIED), carrying the full physics state *and* the solver warm start between
-calls, so a zero residual reproduces the fitted simulator bit for bit; one batched
-torch forward per period serves all trajectories, and ``nthread`` worker threads (each
-with its own MjData) advance them in between, with results independent of nthread.
+(`data.qfrc_applied`: the car's free joint and rear wheels; the arm's motor hinges,
+where its servos act), recomputed every ``period`` physics steps from the history of
+the simulated state and held in between: the state is never overwritten. Open loop,
+each trajectory runs as `mujoco.rollout` calls of ``period`` steps (the force enters
+through the control spec, CTRL | QFRC_APPLIED), carrying the full physics state *and*
+the solver warm start between calls, so a zero residual reproduces the fitted
+simulator bit for bit; one batched torch forward per period serves all trajectories,
+and ``nthread`` worker threads (each with its own MjData) advance them in between, with
+results independent of nthread.
 
-Closed loop, `ResidualHook.apply(data, vbat)` is the per-physics-step hook
-(`HybridCarSim` calls it; any other step loop can too).
+What differs between the robots is one *layout* class each (`CarLayout`,
+`ArmResidualLayout`, same methods): where the robot lives in the state, its residual
+features and reduced state, how an output becomes a generalised force, and its own
+sim module's command path, start state and sensors. The rest is shared.
+
+Closed loop, `ResidualHook.apply(data, aux)` is the per-physics-step hook
+(`HybridCarSim` and `HybridArmSim` call it; any other step loop can too).
 """
 
 from __future__ import annotations
@@ -35,8 +41,14 @@ import numpy as np
 from mujoco import rollout as mj_rollout
 
 from realsim.errors import UserError
-from realsim.residual import FEATURES, Residual, load_residual
+from realsim.params import ParamSet
+from realsim.residual import STATE_OUTPUTS, Residual, load_residual, robot_io
 from realsim.robots import check_robot
+from realsim.robots.arm import constants as AC
+from realsim.robots.arm import sim as arm_sim
+from realsim.robots.arm.model import ArmLayout
+from realsim.robots.arm.model import cached_model as arm_cached_model
+from realsim.robots.arm.params import ArmParams
 from realsim.robots.rc_car import constants as C
 from realsim.robots.rc_car import sim as car_sim
 from realsim.robots.rc_car.actuation import DUTY
@@ -45,10 +57,11 @@ from realsim.robots.rc_car.params import CarParams
 
 _FULL = mujoco.mjtState.mjSTATE_FULLPHYSICS
 _SPEC = int(mujoco.mjtState.mjSTATE_CTRL | mujoco.mjtState.mjSTATE_QFRC_APPLIED)
-NFEAT = len(FEATURES)
 # divergence: any non-finite value or a speed no RC car reaches
 DIVERGED_SPEED = 15.0  # m/s
 DIVERGED_YAW_RATE = 30.0  # rad/s
+# ... or a joint speed no servo arm reaches (no-load speeds are 4 .. 6 rad/s)
+DIVERGED_JOINT_SPEED = 50.0  # rad/s
 
 
 # ---------------------------------------------------------------------------------------
@@ -161,6 +174,163 @@ class CarLayout:
         return v
 
 
+    # --- the layout interface the hybrid simulator uses (ArmResidualLayout: the same) ---
+    robot = "rc_car"
+    nu = C.NU
+    state_step = np.array([0.05, 0.05, 0.1, 1.0])
+    """Finite-difference steps of the reduced state [vx, vy, yaw rate, wheel speed]."""
+
+    def force(self, out: np.ndarray, names: Sequence[str], qpos: np.ndarray) -> np.ndarray:
+        """Residual outputs (B, n) at states qpos (B, nq) -> qfrc Shape: (B, nv)."""
+        return self.to_qfrc(out, names, self.yaw(qpos))
+
+    def correct(self, qvel: np.ndarray, out: np.ndarray, names: Sequence[str], qpos: np.ndarray) -> np.ndarray:
+        """Ablation: `correct_state` at states qpos (B, nq). Returns new qvel (B, nv)."""
+        return self.correct_state(qvel, out, names, self.yaw(qpos))
+
+    def perturb(self, qpos: np.ndarray, qvel: np.ndarray, ds: np.ndarray) -> None:
+        """Add reduced-state increments ds (B, 4) to the states, in place."""
+        qvel[:] = self.correct_state(qvel, ds, STATE_OUTPUTS, self.yaw(qpos))
+
+    def hook_dofs(self) -> np.ndarray:
+        """The dofs a force residual writes (free joint, rear wheels)."""
+        return np.r_[np.arange(self.root_v, self.root_v + 6), np.array(self.rear)]
+
+    @staticmethod
+    def diverged(red: np.ndarray) -> bool:
+        """See module function `diverged`."""
+        return diverged(red)
+
+    @staticmethod
+    def cached_model(params: ParamSet) -> mujoco.MjModel:
+        return cached_model(params)
+
+    @staticmethod
+    def start(
+        model: mujoco.MjModel, data: mujoco.MjData, params: ParamSet, ep: Any, nstep: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(FULLPHYSICS start state (nstate,), per-step controls (nstep, nu)) of a replay."""
+        q, v = car_sim.initial_qpos_qvel(model, params, ep)
+        t0 = float(ep.sensor_t[0])
+        ctrl = car_sim.control_sequence(ep.command_t, ep.action, params, t0, nstep, ep.sensor_t, ep.vbat)
+        return car_sim._full_state(model, data, q, v, t0), ctrl
+
+    @staticmethod
+    def aux(ep: Any, t: np.ndarray) -> np.ndarray:
+        """The auxiliary feature (battery voltage, V) at times t. Shape: (len(t),)."""
+        return np.interp(t, ep.sensor_t, ep.vbat)
+
+    @staticmethod
+    def sensors_on_times(sens: np.ndarray, ep: Any, params: ParamSet) -> dict[str, np.ndarray]:
+        return car_sim.sensors_on_times(sens, float(ep.sensor_t[0]), ep, params)
+
+    @staticmethod
+    def replay_batch(params: ParamSet, episodes: Sequence[Any], nthread: int) -> list[dict[str, np.ndarray]]:
+        return car_sim.replay_batch([params], episodes, nthread)[0]
+
+
+@dataclass(frozen=True)
+class ArmResidualLayout:
+    """The arm as the hybrid simulator sees it (same methods as `CarLayout`).
+
+    Reduced state: the five revolute joints' output angles (rad; motor + play hinge, what
+    the encoder reads) then their speeds (rad/s), Shape: (B, 10); features: that and the
+    goals acting on those joints (`realsim.residual.ARM_FEATURES`); outputs
+    ``tau_<joint>``: torques on the motor hinges (where the servo acts).
+    motor_q, play_q, motor_v, play_v: Shape: (5,) addresses; nq, nv: model sizes.
+    """
+
+    motor_q: tuple[int, ...]
+    play_q: tuple[int, ...]
+    motor_v: tuple[int, ...]
+    play_v: tuple[int, ...]
+    nq: int
+    nv: int
+
+    robot = "arm"
+    nu = AC.NU
+    state_step = np.r_[np.full(5, 0.01), np.full(5, 0.1)]
+    """Finite-difference steps of the reduced state (rad, rad/s)."""
+
+    @classmethod
+    def of(cls, model: mujoco.MjModel) -> ArmResidualLayout:
+        lay = ArmLayout(model)
+        return cls(tuple(int(i) for i in lay.motor_q), tuple(int(i) for i in lay.play_q),
+                   tuple(int(i) for i in lay.motor_v), tuple(int(i) for i in lay.play_v),
+                   int(model.nq), int(model.nv))
+
+    def reduced(self, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+        """[output angles (5), output speeds (5)]. (B, nq), (B, nv) -> Shape: (B, 10)."""
+        mq, pq, mv, pv = (list(x) for x in (self.motor_q, self.play_q, self.motor_v, self.play_v))
+        return np.concatenate([qpos[:, mq] + qpos[:, pq], qvel[:, mv] + qvel[:, pv]], axis=1)
+
+    def features(self, qpos: np.ndarray, qvel: np.ndarray, ctrl: np.ndarray, aux: np.ndarray) -> np.ndarray:
+        """Residual features: reduced state and the five joint goals (ctrl (B, 6) the step's
+        goals). aux is not used. Returns Shape: (B, 15)."""
+        return np.concatenate([self.reduced(qpos, qvel), ctrl[:, :5]], axis=1)
+
+    def force(self, out: np.ndarray, names: Sequence[str], qpos: np.ndarray) -> np.ndarray:
+        """Outputs ``tau_<joint>`` (B, n) -> qfrc on the motor hinges, Shape: (B, nv)."""
+        q = np.zeros((out.shape[0], self.nv))
+        for i, n in enumerate(names):
+            q[:, self.motor_v[AC.ARM_JOINTS.index(n.removeprefix("tau_"))]] = out[:, i]
+        return q
+
+    def correct(self, qvel: np.ndarray, out: np.ndarray, names: Sequence[str], qpos: np.ndarray) -> np.ndarray:
+        raise ValueError("arm: no state-overwriting residual (ablation is the car's)")
+
+    def perturb(self, qpos: np.ndarray, qvel: np.ndarray, ds: np.ndarray) -> None:
+        """Add reduced-state increments ds (B, 10) to the motor hinges, in place."""
+        qpos[:, list(self.motor_q)] += ds[:, :5]
+        qvel[:, list(self.motor_v)] += ds[:, 5:]
+
+    def hook_dofs(self) -> np.ndarray:
+        """The dofs a residual writes: the five motor hinges."""
+        return np.array(self.motor_v)
+
+    @staticmethod
+    def diverged(red: np.ndarray) -> bool:
+        """True if reduced states (..., 10) hold a non-finite value or an impossible speed."""
+        return bool(not np.all(np.isfinite(red)) or np.any(np.abs(red[..., 5:]) > DIVERGED_JOINT_SPEED))
+
+    @staticmethod
+    def cached_model(params: ParamSet) -> mujoco.MjModel:
+        return arm_cached_model(params)
+
+    @staticmethod
+    def start(
+        model: mujoco.MjModel, data: mujoco.MjData, params: ParamSet, ep: Any, nstep: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(FULLPHYSICS start state (nstate,), per-step goals (nstep, 6)) of a replay."""
+        q, v, hold = arm_sim.initial_state(model, params, ep)
+        t0 = float(ep.sensor_t[0])
+        ctrl = arm_sim.goal_sequence(ep.command_t, ep.action, params, hold, t0, nstep)
+        return arm_sim.full_state(model, data, q, v, t0), ctrl
+
+    @staticmethod
+    def aux(ep: Any, t: np.ndarray) -> np.ndarray:
+        """Supply voltage (V) at times t (recorded; not a feature). Shape: (len(t),)."""
+        return np.interp(t, ep.sensor_t, ep.voltage)
+
+    @staticmethod
+    def sensors_on_times(sens: np.ndarray, ep: Any, params: ParamSet) -> dict[str, np.ndarray]:
+        return arm_sim.sensors_on_times(sens, float(ep.sensor_t[0]), ep, params)
+
+    @staticmethod
+    def replay_batch(params: ParamSet, episodes: Sequence[Any], nthread: int) -> list[dict[str, np.ndarray]]:
+        return arm_sim.replay_batch([params], episodes, nthread)[0]
+
+
+LAYOUTS: dict[str, Any] = {"rc_car": CarLayout, "arm": ArmResidualLayout}
+"""robot -> its layout class (`.of(model)` gives the layout of a model)."""
+PARAM_CLASSES: dict[str, type[ParamSet]] = {"rc_car": CarParams, "arm": ArmParams}
+
+
+def layout_of(robot: str, model: mujoco.MjModel) -> Any:
+    """The hybrid-simulator layout of `robot` in `model` (a robot or a scene model)."""
+    return LAYOUTS[robot].of(model)
+
+
 def split_state(model: mujoco.MjModel, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """FULLPHYSICS states (B, nstate) -> (qpos (B, nq), qvel (B, nv)) views."""
     nq, nv = model.nq, model.nv
@@ -190,8 +360,10 @@ class Trajectory:
     the "state" ablation: before the correction);
     warmstart (J + 1, nv): solver warm start there; feat (J + 1, F): features there;
     out (J, n_out): residual output applied over each period (zeros without one);
-    ctrl (K, 4): per-step controls; t (J + 1,): times of the period starts (s);
-    sens (K, nsensordata): per-step sensordata (row k = state at the start of step k).
+    ctrl (K, nu): per-step controls; t (J + 1,): times of the period starts (s);
+    sens (K, nsensordata): per-step sensordata (row k = state at the start of step k);
+    aux (J + 1,): the layout's auxiliary signal at the period starts (the car's battery
+    voltage, the arm's supply voltage).
     """
 
     state: np.ndarray
@@ -201,7 +373,12 @@ class Trajectory:
     ctrl: np.ndarray
     t: np.ndarray
     sens: np.ndarray
-    vbat: np.ndarray  # (J + 1,) battery voltage at the period starts
+    aux: np.ndarray
+
+    @property
+    def vbat(self) -> np.ndarray:
+        """The car's battery voltage at the period starts (= aux). Shape: (J + 1,)."""
+        return self.aux
 
 
 class _Worker:
@@ -211,12 +388,13 @@ class _Worker:
     ends with (read back from the MjData) carries into its next period exactly.
     """
 
-    def __init__(self, model: mujoco.MjModel) -> None:
+    def __init__(self, model: mujoco.MjModel, nu: int) -> None:
         self.model = model
+        self.nu = nu
         self.data = mujoco.MjData(model)
         self.rollout = mj_rollout.Rollout(nthread=0)
         self.stbuf = np.empty((1, 0, mujoco.mj_stateSize(model, _FULL)))
-        self.u = np.empty((1, 0, C.NU + model.nv))
+        self.u = np.empty((1, 0, nu + model.nv))
 
     def run(
         self,
@@ -238,8 +416,8 @@ class _Worker:
         for e, s0, qfrc in jobs:
             k0 = j * P
             n = min(P, int(K[e]) - k0)
-            self.u[0, :n, : C.NU] = ctrl[e][k0 : k0 + n]
-            self.u[0, :n, C.NU :] = qfrc
+            self.u[0, :n, : self.nu] = ctrl[e][k0 : k0 + n]
+            self.u[0, :n, self.nu :] = qfrc
             self.rollout.rollout(
                 [m],
                 [d],
@@ -262,18 +440,21 @@ class _Worker:
 class HybridSim:
     """Fitted simulator of one robot, optionally corrected by a learned residual.
 
-    params: the fitted (or nominal) parameters; residual: a loaded `Residual` or None.
+    robot: "rc_car" or "arm"; params: the fitted (or nominal) parameters of that robot;
+    residual: a loaded `Residual` (of that robot) or None.
     """
 
-    def __init__(self, robot: str, params: CarParams, residual: Residual | None = None) -> None:
+    def __init__(self, robot: str, params: ParamSet, residual: Residual | None = None) -> None:
         check_robot(robot)
-        if robot != "rc_car":
-            raise UserError(f"simulator {robot}: not available yet (issue 7)")
+        if residual is not None and residual.cfg.robot != robot:
+            raise UserError(f"residual for {residual.cfg.robot}, not {robot}")
         self.robot = robot
         self.params = params
         self.residual = residual
-        self.model = cached_model(params)
-        self.layout = CarLayout.of(self.model)
+        self._lay_cls = LAYOUTS[robot]
+        self.model = self._lay_cls.cached_model(params)
+        self.layout = self._lay_cls.of(self.model)
+        self.nfeat = len(robot_io(robot).features)
         self.period = residual.cfg.period if residual is not None else 10
         self._data = mujoco.MjData(self.model)
         self._wk: list[_Worker] = []
@@ -281,26 +462,25 @@ class HybridSim:
         self._npool = 0
 
     # --- open loop -----------------------------------------------------------------------
-    def replay(
-        self, episodes: Sequence[car_sim.ReplayInput], nthread: int = 2
-    ) -> list[dict[str, np.ndarray]]:
-        """Open-loop replay of each episode: the log's sensor fields on its sensor_t.
+    def replay(self, episodes: Sequence[Any], nthread: int = 2) -> list[dict[str, np.ndarray]]:
+        """Open-loop replay of each episode (the robot's `sim.ReplayInput`): the log's
+        sensor fields on its sensor_t.
 
-        Same contract and outputs as `robots.rc_car.sim.replay_batch(...)[0]` (which it
+        Same contract and outputs as the robot's ``sim.replay_batch(...)[0]`` (which it
         calls when there is no residual).
         """
         if self.residual is None:
-            return car_sim.replay_batch([self.params], episodes, nthread)[0]
+            return self._lay_cls.replay_batch(self.params, episodes, nthread)
         trajs = self.rollout(episodes, nthread=nthread)
         return [self.sensors(ep, tr) for ep, tr in zip(episodes, trajs, strict=True)]
 
-    def sensors(self, ep: car_sim.ReplayInput, tr: Trajectory) -> dict[str, np.ndarray]:
+    def sensors(self, ep: Any, tr: Trajectory) -> dict[str, np.ndarray]:
         """A trajectory's sensordata -> the log's sensor fields on ep.sensor_t."""
-        return car_sim.sensors_on_times(tr.sens, float(ep.sensor_t[0]), ep, self.params)
+        return self._lay_cls.sensors_on_times(tr.sens, ep, self.params)
 
     def rollout(
         self,
-        episodes: Sequence[car_sim.ReplayInput],
+        episodes: Sequence[Any],
         residual: Residual | None | str = "default",
         nthread: int = 1,
     ) -> list[Trajectory]:
@@ -321,31 +501,27 @@ class HybridSim:
         J = (K + P - 1) // P
         Jm = int(J.max()) if E else 0
         nstate = mujoco.mj_stateSize(m, _FULL)
-        ctrl = [
-            car_sim.control_sequence(
-                ep.command_t, ep.action, prm, float(ep.sensor_t[0]), int(k), ep.sensor_t, ep.vbat
-            )
-            for ep, k in zip(episodes, K, strict=True)
-        ]
+        nf = self.nfeat
         # padded per-period arrays (E, Jm + 1, ...); each episode's rows past J[e] unused
         state = np.zeros((E, Jm + 1, nstate))
         warm = np.zeros((E, Jm + 1, m.nv))
-        feat = np.zeros((E, Jm + 1, NFEAT))
+        feat = np.zeros((E, Jm + 1, nf))
         nout = len(res.cfg.outputs) if res is not None else 0
         out = np.zeros((E, Jm, nout))
         sens = [np.empty((int(k), m.nsensordata)) for k in K]
         t0 = np.array([float(ep.sensor_t[0]) for ep in episodes])
-        tgrid = t0[:, None] + C.TIMESTEP * P * np.arange(Jm + 1)[None, :]
-        vb = np.stack([np.interp(tg, ep.sensor_t, ep.vbat) for tg, ep in zip(tgrid, episodes, strict=True)]) \
+        tgrid = t0[:, None] + m.opt.timestep * P * np.arange(Jm + 1)[None, :]
+        vb = np.stack([lay.aux(ep, tg) for tg, ep in zip(tgrid, episodes, strict=True)]) \
             if E else np.zeros((0, 1))
         d0 = self._data
+        ctrl = []
         for e, ep in enumerate(episodes):
-            q, v = car_sim.initial_qpos_qvel(m, prm, ep)
-            state[e, 0] = car_sim._full_state(m, d0, q, v, float(ep.sensor_t[0]))
-        # controls at each period start, (E, Jm + 1, NU) (the end row: the last control)
+            state[e, 0], c = lay.start(m, d0, prm, ep, int(K[e]))
+            ctrl.append(c)
+        # controls at each period start, (E, Jm + 1, nu) (the end row: the last control)
         c0 = np.stack([c[np.minimum(np.arange(Jm + 1) * P, len(c) - 1)] for c in ctrl]) if E else None
         H = res.cfg.history if res is not None else 1
-        ring = np.zeros((E, H, NFEAT))  # feature history, oldest first
+        ring = np.zeros((E, H, nf))  # feature history, oldest first
         workers = self._workers(max(1, min(nthread, E)))
         for j in range(Jm):
             live = np.flatnonzero(j < J)
@@ -362,12 +538,11 @@ class HybridSim:
                     ring[live, -1] = f
                 o = res(ring[live])
                 out[live, j] = o
-                yaw = lay.yaw(qpos)
                 if res.cfg.mode == "force":
-                    qfrc = lay.to_qfrc(o, res.cfg.outputs, yaw)
+                    qfrc = lay.force(o, res.cfg.outputs, qpos)
                 else:  # ablation: overwrite velocities at the period boundary
                     starts = starts.copy()
-                    starts[:, 1 + m.nq : 1 + m.nq + m.nv] = lay.correct_state(qvel, o, res.cfg.outputs, yaw)
+                    starts[:, 1 + m.nq : 1 + m.nq + m.nv] = lay.correct(qvel, o, res.cfg.outputs, qpos)
             jobs = [(int(e), starts[i], qfrc[i]) for i, e in enumerate(live)]
             args = (j, P, K, ctrl, state, warm, sens)
             if len(workers) == 1:
@@ -391,7 +566,7 @@ class HybridSim:
     def _workers(self, n: int) -> list[_Worker]:
         """n step workers (each its own MjData and serial rollout), made once."""
         while len(self._wk) < n:
-            self._wk.append(_Worker(self.model))
+            self._wk.append(_Worker(self.model, self.layout.nu))
         if n > 1 and self._npool < n:
             if self._pool is not None:
                 self._pool.shutdown()
@@ -408,7 +583,7 @@ class HybridSim:
     ) -> np.ndarray:
         """Batched: run each start state for ctrl.shape[1] steps with a held force.
 
-        state (B, nstate) FULLPHYSICS, warmstart (B, nv), ctrl (B, n, 4), qfrc (B, nv).
+        state (B, nstate) FULLPHYSICS, warmstart (B, nv), ctrl (B, n, nu), qfrc (B, nv).
         Returns the end states, Shape: (B, nstate). (Residual training's sensitivities.)
         """
         B, n, _ = ctrl.shape
@@ -430,10 +605,15 @@ class HybridSim:
         return out[:, -1]
 
     # --- closed loop ---------------------------------------------------------------------
-    def closed_loop(self, spec: mujoco.MjSpec | None = None, **kw: Any) -> car_sim.CarSim:
-        """A closed-loop car (`CarSim` API) in this simulator: a plain `CarSim` without
-        a residual, else a `HybridCarSim` that runs the residual inside its steps.
-        spec / kw: as `CarSim` (scene spec, noise, quantize_encoder)."""
+    def closed_loop(self, spec: mujoco.MjSpec | None = None, **kw: Any) -> Any:
+        """A closed-loop robot in this simulator: the car a plain `CarSim` without a
+        residual, else a `HybridCarSim` that runs the residual inside its steps (the arm:
+        `ArmSim` / `HybridArmSim`). spec / kw: as the robot's sim class (scene spec,
+        noise, ...)."""
+        if self.robot == "arm":
+            if self.residual is None:
+                return arm_sim.ArmSim(self.params, spec=spec, **kw)
+            return HybridArmSim(self.params, self.residual, spec=spec, **kw)
         if self.residual is None:
             return car_sim.CarSim(self.params, spec=spec, **kw)
         return HybridCarSim(self.params, self.residual, spec=spec, **kw)
@@ -443,25 +623,24 @@ class HybridSim:
 # closed-loop hook
 # ---------------------------------------------------------------------------------------
 class ResidualHook:
-    """Runs a residual inside a closed-loop MuJoCo step loop.
+    """Runs a residual inside a closed-loop MuJoCo step loop (either robot).
 
-    Call `reset()` when an episode starts, then `apply(data, vbat)` once before every
+    Call `reset()` when an episode starts, then `apply(data, aux)` once before every
     `mj_step(model, data)`, after `data.ctrl` holds that step's control. Every
-    `period`-th call (the first one included) it reads the car's state and control from
+    `period`-th call (the first one included) it reads the robot's state and control from
     `data`, pushes the features into its history, evaluates the residual and writes the
-    generalised force into `data.qfrc_applied` at the car's dofs (free joint and the
-    two rear wheels; other dofs untouched); the calls in between re-write the same held
-    force. In the ablation mode "state" it adds velocity increments to `data.qvel`
-    instead. The scene model may hold more than the car: addresses come from joint
-    names.
+    generalised force into `data.qfrc_applied` at the robot's residual dofs (the car's
+    free joint and two rear wheels; the arm's motor hinges; other dofs untouched); the
+    calls in between re-write the same held force. In the car's ablation mode "state"
+    it adds velocity increments to `data.qvel` instead. The scene model may hold more
+    than the robot: addresses come from joint names.
     """
 
     def __init__(self, residual: Residual, model: mujoco.MjModel) -> None:
         self.residual = residual
-        self.layout = CarLayout.of(model)
+        self.layout = layout_of(residual.cfg.robot, model)
         self.period = residual.cfg.period
-        lay = self.layout
-        self._dofs = np.r_[np.arange(lay.root_v, lay.root_v + 6), np.array(lay.rear)]
+        self._dofs = self.layout.hook_dofs()
         self.reset()
 
     def reset(self) -> None:
@@ -471,23 +650,23 @@ class ResidualHook:
         self._qfrc = np.zeros(len(self._dofs))
         self.last_output = np.zeros(len(self.residual.cfg.outputs))
 
-    def apply(self, data: mujoco.MjData, vbat: float) -> None:
-        """Call before each mj_step (see class doc). vbat: battery voltage (V) now."""
+    def apply(self, data: mujoco.MjData, aux: float = 0.0) -> None:
+        """Call before each mj_step (see class doc). aux: the layout's auxiliary signal
+        now (the car's battery voltage, V; unused by the arm)."""
         lay, cfg = self.layout, self.residual.cfg
         if self._count % self.period == 0:
             qpos, qvel = data.qpos[None, :], data.qvel[None, :]
-            f = lay.features(qpos, qvel, data.ctrl[None, :4], np.array([vbat]))[0]
+            f = lay.features(qpos, qvel, data.ctrl[None, : lay.nu], np.array([aux]))[0]
             self._hist.append(f)
             if len(self._hist) > cfg.history:
                 self._hist.pop(0)
             hist = [self._hist[0]] * (cfg.history - len(self._hist)) + self._hist
             o = self.residual(np.asarray(hist)[None])
             self.last_output = o[0]
-            yaw = lay.yaw(qpos)
             if cfg.mode == "force":
-                self._qfrc = lay.to_qfrc(o, cfg.outputs, yaw)[0, self._dofs]
+                self._qfrc = lay.force(o, cfg.outputs, qpos)[0, self._dofs]
             else:
-                data.qvel[:] = lay.correct_state(qvel, o, cfg.outputs, yaw)[0]
+                data.qvel[:] = lay.correct(qvel, o, cfg.outputs, qpos)[0]
         if cfg.mode == "force":
             data.qfrc_applied[self._dofs] = self._qfrc
         self._count += 1
@@ -539,45 +718,80 @@ class HybridCarSim(car_sim.CarSim):
         return self._telemetry()
 
 
+class HybridArmSim(arm_sim.ArmSim):
+    """`ArmSim` whose physics steps run a residual through a `ResidualHook`.
+
+    Same constructor as ArmSim plus the residual; same API (reset, step, telemetry,
+    privileged state): ArmSim calls `_before_physics_step` before every mj_step, after
+    the step's goals are in `data.ctrl`; here that runs the hook.
+    """
+
+    def __init__(
+        self, params: ArmParams | None, residual: Residual, *, spec: mujoco.MjSpec | None = None, **kw: Any
+    ) -> None:
+        if residual.cfg.robot != "arm":
+            raise UserError(f"residual for {residual.cfg.robot}, not arm")
+        super().__init__(params, spec=spec, **kw)
+        self.hook = ResidualHook(residual, self.model)
+
+    def reset(self, *a: Any, **kw: Any) -> dict[str, Any]:
+        self.data.qfrc_applied[:] = 0.0
+        tel = super().reset(*a, **kw)
+        if hasattr(self, "hook"):
+            self.hook.reset()
+        return tel
+
+    def _before_physics_step(self) -> None:
+        if hasattr(self, "hook"):
+            self.hook.apply(self.data)
+
+
 # ---------------------------------------------------------------------------------------
 # the entry point
 # ---------------------------------------------------------------------------------------
-def load_params(robot: str, params: CarParams | Mapping[str, float] | str | Path | None) -> CarParams:
-    """Parameters from a CarParams, a mapping, a params.yaml path, or None (nominal)."""
+def load_params(robot: str, params: ParamSet | Mapping[str, float] | str | Path | None) -> Any:
+    """Parameters of `robot` (its `CarParams` / `ArmParams`) from a parameter set, a
+    mapping, a params.yaml path, or None (nominal)."""
     check_robot(robot)
+    cls = PARAM_CLASSES[robot]
     if params is None:
-        return CarParams()
-    if isinstance(params, CarParams):
+        return cls()
+    if isinstance(params, cls):
         return params
+    if isinstance(params, ParamSet):
+        raise UserError(f"parameters for {params.ROBOT}, not {robot}")
     if isinstance(params, Mapping):
-        return CarParams(dict(params), strict=False)
+        return cls(dict(params), strict=False)
     p = Path(params)
     if not p.is_file():
         raise UserError(f"no such parameter file: {p}")
-    return CarParams.from_yaml(p, strict=False)
+    return cls.from_yaml(p, strict=False)
 
 
 def load_simulator(
     robot: str,
-    params: CarParams | Mapping[str, float] | str | Path | None = None,
+    params: ParamSet | Mapping[str, float] | str | Path | None = None,
     residual: Residual | str | Path | None = None,
 ) -> HybridSim:
     """The simulator every consumer uses: fitted params (nominal if None) and an optional
-    residual checkpoint (path or loaded `Residual`)."""
+    residual checkpoint (path or loaded `Residual`, checked to be `robot`'s)."""
     prm = load_params(robot, params)
-    res = load_residual(residual) if isinstance(residual, (str, Path)) else residual
+    res = load_residual(residual, robot) if isinstance(residual, (str, Path)) else residual
     if res is not None and res.cfg.robot != robot:
         raise UserError(f"residual for {res.cfg.robot}, not {robot}")
     return HybridSim(robot, prm, res)
 
 
 __all__ = [
+    "ArmResidualLayout",
     "CarLayout",
+    "HybridArmSim",
     "HybridCarSim",
     "HybridSim",
     "ResidualHook",
     "Trajectory",
     "diverged",
+    "layout_of",
     "load_params",
     "load_residual",
     "load_simulator",

@@ -49,7 +49,7 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--log", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--params", help="params.yaml (default: nominal parameters)")
-    p.add_argument("--residual", help="residual dynamics checkpoint (issue 4)")
+    p.add_argument("--residual", help="residual dynamics checkpoint (realsim train-residual; the same robot's)")
     p.add_argument("--jobs", type=int, default=2)
     return p
 

@@ -27,8 +27,6 @@ def replay_log(robot: str, log: str, out: str, params: str | None = None,
     """Replay every complete episode of ``log`` into ``out``. Returns ``out``."""
     ad = get_adapter(robot)
     values = {**ad.nominal, **(ad.load_params(params) if params else {})}
-    if residual is not None and robot != "rc_car":
-        raise UserError(f"--residual {residual}: the {robot} has no residual dynamics yet")
     if residual is not None and not Path(residual).is_file():
         raise UserError(f"no such file: {residual}")
     episodes = load_logs([log], ad)

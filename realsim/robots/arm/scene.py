@@ -219,7 +219,10 @@ class ArmTaskEnv:
     params: physics centre (None: nominal, drawn over the datasheet ranges; given: drawn
         around it). randomization: what varies (`ArmRandomization.none()` for a fixed
         world). image_size: (H, W) of both cameras (480x640 like the real ones).
-        render: False skips the cameras (teacher checks). residual: only None yet.
+        render: False skips the cameras (teacher checks). residual: a learned residual
+        (`realsim.residual.Residual` or a checkpoint path, checked to be the arm's;
+        UserError otherwise): every episode's physics then runs through
+        `realsim.sim.HybridArmSim`, the residual's torques inside each MuJoCo step.
     """
 
     def __init__(
@@ -232,8 +235,7 @@ class ArmTaskEnv:
         render: bool = True,
         residual: Any = None,
     ) -> None:
-        if residual is not None:
-            raise NotImplementedError("ArmTaskEnv: a residual is not supported yet")
+        self.residual = _load_residual(residual)
         self.params = params or ArmParams()
         self.fitted = params is not None
         self.randomization = randomization or ArmRandomization()
@@ -280,7 +282,12 @@ class ArmTaskEnv:
             self.sim.params = draw.params  # same compiled model; latency may differ
             return
         self.close()
-        self.sim = ArmSim(draw.params, spec=build_scene_spec(draw), noise=True)
+        if self.residual is None:
+            self.sim = ArmSim(draw.params, spec=build_scene_spec(draw), noise=True)
+        else:
+            from realsim.sim import HybridArmSim
+
+            self.sim = HybridArmSim(draw.params, self.residual, spec=build_scene_spec(draw), noise=True)
         self._built_key = key
         if self.render:
             self.cameras = Cameras(self.sim.model, self.image_size, draw.jpeg_quality)
@@ -394,6 +401,7 @@ class ArmTaskEnv:
             "steps": self.steps,
             "next_capture": self._next_capture,
             "judge": copy.copy(self.judge.__dict__),
+            "hook": _hook_state(s),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -420,3 +428,33 @@ class ArmTaskEnv:
         self._next_capture = state["next_capture"]
         self.judge = task.TaskJudge(state["scene"])
         self.judge.__dict__.update(copy.copy(state["judge"]))
+        hook = getattr(s, "hook", None)
+        if hook is not None and state.get("hook") is not None:
+            hook.__dict__.update(copy.deepcopy(state["hook"]))
+            d.qfrc_applied[:] = 0.0
+            d.qfrc_applied[hook._dofs] = hook._qfrc
+
+
+def _load_residual(residual: Any) -> Any:
+    """A loaded arm residual from a `Residual` or a checkpoint path (None stays None).
+
+    Raises UserError for a missing, corrupt or other robot's checkpoint."""
+    if residual is None:
+        return None
+    from realsim.errors import UserError
+    from realsim.residual import load_residual
+
+    if isinstance(residual, (str, os.PathLike)):
+        return load_residual(residual, "arm")
+    cfg = getattr(residual, "cfg", None)
+    if getattr(cfg, "robot", None) != "arm":
+        raise UserError(f"residual is for {getattr(cfg, 'robot', '?')}, not arm")
+    return residual
+
+
+def _hook_state(sim: ArmSim) -> dict[str, Any] | None:
+    """The residual hook's running state (history, step count, held force), if any."""
+    hook = getattr(sim, "hook", None)
+    if hook is None:
+        return None
+    return {k: copy.deepcopy(v) for k, v in hook.__dict__.items() if k not in ("residual", "layout")}

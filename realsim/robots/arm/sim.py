@@ -416,7 +416,8 @@ class ArmSim:
     `step(action, dt_control)` sends one goal command at the current time, advances the
     physics through the same command path as replay (latency, clamping, servos in
     MuJoCo) and returns one telemetry sample (the log's arm fields + "t"). Same seed, same
-    actions -> same rollout.
+    actions -> same rollout. (`realsim.sim.HybridArmSim`: the same with a learned residual
+    inside every physics step.)
 
     spec: optional scene from `model.build_spec(params)` with additions (it is compiled
     as given; its arm must carry the same params).
@@ -478,12 +479,17 @@ class ArmSim:
         rise = (1 - self._thermal_a) * C.THERMAL_RISE
         for _ in range(n):
             d.ctrl[:] = self.stream.average(float(d.time), dt)
+            self._before_physics_step()
             mujoco.mj_step(m, d)
             load = d.sensordata[C.FRC_SLICE] / self._fmax
             base = self._t_base
             self.temperature = base + self._thermal_a * (self.temperature - base) + rise * load**2
         self.stream.prune(float(d.time) - 1.0)
         return self._telemetry()
+
+    def _before_physics_step(self) -> None:
+        """Called before every mj_step, after the step's goals are in data.ctrl: nothing
+        here; `realsim.sim.HybridArmSim` applies its learned residual."""
 
     def goal_now(self) -> np.ndarray:
         """The goals acting at the current time (rad, gripper m). Shape: (6,)."""
