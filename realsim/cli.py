@@ -231,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     dp = sub.add_parser("deploy", help="run a student policy on the robot and record it")
     add_deploy_arguments(dp)
     dp.set_defaults(func=cmd_deploy)
+    from realsim.dagger import add_dagger_arguments, cmd_dagger
+
+    dg = sub.add_parser("dagger", help="DAgger round: the student drives in sim, the teacher "
+                        "relabels, a recoverability gate keeps what the teacher can still solve")
+    add_dagger_arguments(dg)
+    dg.set_defaults(func=cmd_dagger)
 
     lg = sub.add_parser("logs", help="summarise a log file: episodes, rates, gaps, completeness")
     lg.add_argument("file")
