@@ -83,8 +83,9 @@ UNEXPECTED = "unexpected"  #: a valid reply from a servo that was not asked
 GARBAGE = "garbage_bytes"  #: bytes skipped while resynchronising on FF FF (a byte count)
 RETRIES = "retries"  #: packets sent again because a reply was missing or bad
 SERVO_ERROR = "servo_error"  #: valid replies whose error byte was not 0
+STALLS = "bus_stalls"  #: SYNC_READ rounds in which every servo stayed silent through the retries
 FAULT_KINDS: tuple[str, ...] = (TIMEOUT, SHORT, CHECKSUM, CORRUPT, UNEXPECTED, GARBAGE, RETRIES,
-                                SERVO_ERROR)
+                                SERVO_ERROR, STALLS)
 
 
 def checksum(body: Iterable[int]) -> int:
@@ -312,6 +313,10 @@ class FeetechBus:
         adapter's latency timer and a busy host. A SYNC_READ waits this plus
         ``per_reply`` s for each further servo listed.
     retries: extra attempts for a missing or bad reply before `DeviceError`.
+    patience: s a SYNC_READ keeps asking while EVERY servo is silent (a whole-bus stall: a
+        USB adapter hiccup, a starved host) before `DeviceError`; 3 retries of 20 ms are
+        shorter than one scheduler stall on a loaded machine, and aborting a recording
+        for it loses the episode. One silent servo among answering ones fails at once.
 
     Counters: `counts` (totals by kind, see `FAULT_KINDS`), `failures_by_id`
     (bad or missing replies per servo), `transactions`, `servo_errors` (last
@@ -327,6 +332,7 @@ class FeetechBus:
         timeout: float = 0.02,
         per_reply: float = 0.002,
         retries: int = 3,
+        patience: float = 0.5,
     ) -> None:
         self.port = port
         self.baudrate = baudrate
@@ -334,6 +340,7 @@ class FeetechBus:
         self.timeout = float(timeout)
         self.per_reply = float(per_reply)
         self.retries = int(retries)
+        self.patience = float(patience)
         self.counts: dict[str, int] = dict.fromkeys(FAULT_KINDS, 0)
         self.failures_by_id: dict[int, int] = {}
         self.servo_errors: dict[int, int] = {}
@@ -478,9 +485,19 @@ class FeetechBus:
         return got, todo
 
     def _with_retries(self, make: Callable[[list[int]], bytes], ids: Sequence[int], nbytes: int,
-                      what: str) -> dict[int, Reply]:
-        """`_collect`, raising `DeviceError` naming the first servo that never answered."""
+                      what: str, patience: float = 0.0) -> dict[int, Reply]:
+        """`_collect`, raising `DeviceError` naming the first servo that never answered.
+
+        patience: s. When EVERY listed servo stayed silent through the retries (the whole
+        bus went quiet: a USB adapter hiccup or a starved host, not a lost servo), ask again
+        until `patience` s have passed since the call began; each further round counts as
+        a `bus_stalls`. A servo that is silent while the others answer fails at once.
+        """
+        t0 = time.monotonic()
         got, todo = self._collect(make, ids, nbytes)
+        while todo and not got and time.monotonic() - t0 < patience:
+            self.counts[STALLS] += 1
+            got, todo = self._collect(make, ids, nbytes)
         if not todo:
             return got
         sid = todo[0]
@@ -514,7 +531,7 @@ class FeetechBus:
         Returns ``{id: Reply}`` for every id.
         """
         return self._with_retries(lambda todo: sync_read_packet(address, length, todo), ids,
-                                  length, "SYNC_READ")
+                                  length, "SYNC_READ", self.patience)
 
     def sync_write(self, address: int, length: int, data: Mapping[int, bytes]) -> None:
         """SYNC_WRITE (no reply on the bus: nothing to retry)."""

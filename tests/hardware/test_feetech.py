@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 
 import pytest
@@ -132,6 +133,33 @@ def test_a_servo_that_stops_answering_is_a_clear_error_never_a_hang() -> None:
         assert fb.failures_by_id[3] == 4 and fb.counts[feetech.TIMEOUT] >= 4
         # the others still answer
         assert sorted(fb.sync_read(*feetech.STATE_BLOCK, [1, 2, 4, 5, 6])) == [1, 2, 4, 5, 6]
+
+
+def test_a_whole_bus_stall_shorter_than_the_patience_is_waited_out() -> None:
+    srv = PtyServoBus(ServoBus(IDS))  # not serving yet: every servo silent, as on a starved host
+    timer = threading.Timer(0.2, srv.start)
+    timer.start()
+    try:
+        with FeetechBus(srv.path, names=NAMES, timeout=0.02, retries=1, patience=1.0) as fb:
+            assert sorted(fb.sync_read(*feetech.STATE_BLOCK, IDS)) == IDS
+            assert fb.counts[feetech.STALLS] >= 1  # counted, not hidden
+    finally:
+        timer.join()
+        srv.close()
+
+
+def test_a_silent_bus_fails_once_its_patience_is_spent() -> None:
+    master, slave, path = open_pty()  # nobody answers on it
+    try:
+        with FeetechBus(path, names=NAMES, timeout=0.015, retries=1, patience=0.3) as fb:
+            t = time.perf_counter()
+            with pytest.raises(DeviceError, match=r"servo 1 \(shoulder_pan\) does not answer SYNC_READ"):
+                fb.sync_read(*feetech.STATE_BLOCK, IDS)
+            assert 0.3 <= time.perf_counter() - t < 0.7
+            assert fb.counts[feetech.STALLS] >= 1
+    finally:
+        os.close(master)
+        os.close(slave)
 
 
 def test_a_dead_port_is_bounded() -> None:
