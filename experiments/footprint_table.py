@@ -3,6 +3,10 @@
     python experiments/footprint_table.py [--n 400] [--floor 8] [--widths 64 96 128 160]
         [--crop 160:32:152 ...]
     python experiments/footprint_table.py --success CKPT [--episodes 100] [--out DIR]
+    python experiments/footprint_table.py --robot arm [--n 60] [--widths 48 64 80 96 128 160]
+
+Arm mode: the red cube and the green square in the arm's front camera at the episode
+start (arm at home), over `ArmTaskEnv`'s layouts and camera draws, one table each.
 
 Table mode: over the randomized start distribution (cone 1-3 m, +-40 deg; camera pitch,
 roll, FOV, lens position, distortion randomized) counts the input pixels at least half
@@ -103,7 +107,19 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--bins", type=float, nargs="+", default=[4, 8, 12, 16, 24, 32])
     ap.add_argument("--out", default="experiments/results")
+    ap.add_argument("--robot", default="rc_car", choices=["rc_car", "arm"])
     a = ap.parse_args()
+    if a.robot == "arm":
+        widths = a.widths if a.widths != [64, 96, 128, 160] else [48, 64, 80, 96, 128, 160]
+        for subject, name in (("cube", "red cube"), ("target", "green square")):
+            reports = footprint_table(widths, a.floor, a.n, a.seed, robot="arm", subject=subject)
+            print(f"{name} footprint in the front camera at episode start over {a.n} randomized "
+                  f"starts (floor {a.floor:g} px)")
+            print(FootprintReport.header())
+            for r in reports:
+                print(r.row())
+            print()
+        return
     if a.success:
         rows, md = success_vs_footprint(a.success, a.episodes, a.eval_seed, a.workers, a.bins)
         out = Path(a.out)

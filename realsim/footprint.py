@@ -1,4 +1,12 @@
-"""Pixel-footprint check: is the orange cone big enough in the student's input image?
+"""Pixel-footprint check: is the task's object big enough in the student's input image?
+
+The car (default, `robot="rc_car"`): the orange cone in the front camera. The arm
+(`robot="arm"`): the red cube (`subject="cube"`) or the green square (`"target"`) in
+the front camera at the episode start (arm at home), over `ArmTaskEnv`'s scene layouts
+and camera pose / field-of-view draws, through segmentation renders at 640x480; the
+same counting (input pixels at least half covered after area downsampling).
+
+The car's details:
 
 Over the randomized start distribution (cone layout from `task.sample_scene`, camera
 pitch, roll, field of view, lens position and barrel distortion from `Randomization`),
@@ -10,9 +18,9 @@ worst case a policy must resolve. An input may also show only a band of camera r
 (`crop_rows`, rows of the 320x240 frame): the band is cut first, then resized to the
 width at its own aspect ratio (as `student.features.preprocess_jpeg` does).
 
-`check_footprint(width, floor_px)` -> `FootprintReport` (min / p5 / median / fraction
-below the floor, `warn` when the 5th percentile is below the floor);
-`footprint_table(widths)` shares one set of renders between widths.
+`check_footprint(width, floor_px, robot=...)` -> `FootprintReport` (min / p5 / median /
+fraction below the floor, `warn` when the 5th percentile is below the floor);
+`footprint_table(widths, robot=...)` shares one set of renders between widths.
 """
 
 from __future__ import annotations
@@ -50,10 +58,16 @@ success by start footprint (experiments/footprint_table.py --success, 100 episod
 that a policy works (the 80 px whole-frame student, p5 ~1.5 px, plateaued at 82 %)."""
 
 
-def input_height(width: int, crop_rows: Sequence[int] | None = None) -> int:
-    """Input height for `width` px showing camera rows `crop_rows` (None: the 4:3 frame)."""
-    rows = C.CAMERA_HEIGHT if crop_rows is None else int(crop_rows[1]) - int(crop_rows[0])
-    return max(1, int(round(width * rows / C.CAMERA_WIDTH)))
+ARM_FRAME = (640, 480)
+"""The arm's camera frame (W, H), spec/arm.md."""
+
+
+def input_height(width: int, crop_rows: Sequence[int] | None = None,
+                 frame: tuple[int, int] = (C.CAMERA_WIDTH, C.CAMERA_HEIGHT)) -> int:
+    """Input height for `width` px showing camera rows `crop_rows` of a `frame` (W, H)
+    image (None: the whole frame)."""
+    rows = frame[1] if crop_rows is None else int(crop_rows[1]) - int(crop_rows[0])
+    return max(1, int(round(width * rows / frame[0])))
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,9 @@ class FootprintReport:
     floor_px: float
     counts: np.ndarray
     crop_rows: tuple[int, int] | None = None
+    frame_rows: int = C.CAMERA_HEIGHT
+    """Rows of the camera frame (the car's 240, the arm's 480)."""
+    subject: str = "cone"
 
     @property
     def min(self) -> float:
@@ -110,7 +127,7 @@ class FootprintReport:
     @property
     def rows_label(self) -> str:
         """'0-240' (whole frame) or the band, e.g. '32-152'."""
-        top, bottom = self.crop_rows if self.crop_rows is not None else (0, C.CAMERA_HEIGHT)
+        top, bottom = self.crop_rows if self.crop_rows is not None else (0, self.frame_rows)
         return f"{top}-{bottom}"
 
     def __str__(self) -> str:
@@ -171,14 +188,54 @@ def cone_masks(
     return out
 
 
+def arm_masks(n: int = 60, seed: int = 0, subject: str = "cube",
+              size: tuple[int, int] = (ARM_FRAME[1], ARM_FRAME[0])) -> np.ndarray:
+    """Masks of the arm task's `subject` ("cube" or "target") in the front camera at the
+    start of the episodes seeded seed..seed+n-1 (their layouts and camera draws, as
+    `ArmTaskEnv.reset` makes them; the arm at home may hide part of it): float32
+    Shape: (n, H, W) in {0, 1}."""
+    from realsim.robots.arm import constants as AC
+    from realsim.robots.arm.scene import ArmRandomization, ArmTaskEnv
+
+    geom_name = {"cube": AC.CUBE_GEOM, "target": AC.TARGET_GEOM}[subject]
+    env = ArmTaskEnv(render=False, randomization=ArmRandomization(physics=False))
+    env.reset(seed)
+    assert env.sim is not None
+    base_model = env.sim.model  # every draw compiles the same structure: one renderer
+    base_data = mujoco.MjData(base_model)
+    cam = mujoco.mj_name2id(base_model, mujoco.mjtObj.mjOBJ_CAMERA, AC.FRONT_CAMERA)
+    gid = mujoco.mj_name2id(base_model, mujoco.mjtObj.mjOBJ_GEOM, geom_name)
+    h, w = size
+    out = np.zeros((n, h, w), dtype=np.float32)
+    with mujoco.Renderer(base_model, h, w) as r:
+        r.enable_segmentation_rendering()
+        for i in range(n):
+            env.reset(seed + i)
+            m, d = env.sim.model, env.sim.data
+            base_model.cam_pos[cam] = m.cam_pos[cam]
+            base_model.cam_quat[cam] = m.cam_quat[cam]
+            base_model.cam_fovy[cam] = m.cam_fovy[cam]
+            base_data.qpos[:] = d.qpos
+            base_data.mocap_pos[:] = d.mocap_pos
+            base_data.mocap_quat[:] = d.mocap_quat
+            mujoco.mj_forward(base_model, base_data)
+            r.update_scene(base_data, camera=cam)
+            seg = r.render()
+            out[i] = (seg[..., 0] == gid) & (seg[..., 1] == mujoco.mjtObj.mjOBJ_GEOM)
+    env.close()
+    return out
+
+
 def count_pixels(masks: np.ndarray, width: int,
-                 crop_rows: Sequence[int] | None = None) -> np.ndarray:
-    """Input pixels at least half covered by the cone after cutting the camera rows
-    `crop_rows` (None: all) and area downsampling to `width` x `input_height(width,
-    crop_rows)`. masks: Shape: (n, H, W). Returns Shape: (n,)."""
-    height = input_height(width, crop_rows)
+                 crop_rows: Sequence[int] | None = None,
+                 frame: tuple[int, int] = (C.CAMERA_WIDTH, C.CAMERA_HEIGHT)) -> np.ndarray:
+    """Input pixels at least half covered by the object after cutting the camera rows
+    `crop_rows` (None: all; rows of a `frame` (W, H) image) and area downsampling to
+    `width` x `input_height(width, crop_rows, frame)`. masks: Shape: (n, H, W).
+    Returns Shape: (n,)."""
+    height = input_height(width, crop_rows, frame)
     if crop_rows is not None:
-        s = masks.shape[1] / C.CAMERA_HEIGHT
+        s = masks.shape[1] / frame[1]
         masks = masks[:, int(round(crop_rows[0] * s)):int(round(crop_rows[1] * s))]
     return np.array(
         [
@@ -210,15 +267,22 @@ def footprint_table(
     seed: int = 0,
     randomization: Randomization | None = None,
     cone_xy: Sequence[tuple[float, float]] | None = None,
+    robot: str = "rc_car",
+    subject: str = "cube",
 ) -> list[FootprintReport]:
     """One `FootprintReport` per input (a width, or (width, crop_rows)) from one set of `n`
-    randomized starts."""
-    masks = cone_masks(n, seed, randomization, cone_xy=cone_xy)
+    randomized starts. robot: "rc_car" (the cone) or "arm" (its `subject`: "cube" or
+    "target", the green square)."""
+    if robot == "arm":
+        masks, frame, label = arm_masks(n, seed, subject), ARM_FRAME, subject
+    else:
+        masks = cone_masks(n, seed, randomization, cone_xy=cone_xy)
+        frame, label = (C.CAMERA_WIDTH, C.CAMERA_HEIGHT), "cone"
     out = []
     for spec in widths:
         w, rows = _input(spec)
-        out.append(FootprintReport(w, input_height(w, rows), float(floor_px),
-                                   count_pixels(masks, w, rows), rows))
+        out.append(FootprintReport(w, input_height(w, rows, frame), float(floor_px),
+                                   count_pixels(masks, w, rows, frame), rows, frame[1], label))
     return out
 
 
@@ -230,12 +294,15 @@ def check_footprint(
     randomization: Randomization | None = None,
     cone_xy: Sequence[tuple[float, float]] | None = None,
     crop_rows: Sequence[int] | None = None,
+    robot: str = "rc_car",
+    subject: str = "cube",
 ) -> FootprintReport:
     """Footprint at input `width` (camera rows `crop_rows`); a UserWarning when `report.warn`."""
-    rep = footprint_table([(width, crop_rows)], floor_px, n, seed, randomization, cone_xy)[0]
+    rep = footprint_table([(width, crop_rows)], floor_px, n, seed, randomization, cone_xy,
+                          robot, subject)[0]
     if rep.warn:
         warnings.warn(
-            f"cone footprint at {rep.width}x{rep.height} (camera rows {rep.rows_label}): "
+            f"{rep.subject} footprint at {rep.width}x{rep.height} (camera rows {rep.rows_label}): "
             f"5th percentile {rep.p5:.1f} px < floor {floor_px:g} px "
             f"({100 * rep.frac_below:.0f} % of starts below)",
             stacklevel=2,

@@ -31,10 +31,11 @@ __all__ = ["add_deploy_arguments", "add_train_arguments", "cmd_deploy", "cmd_tra
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("robot", help="rc_car")
+    p.add_argument("robot", help="rc_car or arm")
     p.add_argument("--data", nargs="+", required=True, help="log files written by `realsim teach`")
     p.add_argument("--out", required=True, help="checkpoint to write (the one that wins in closed loop)")
-    p.add_argument("--config", help="YAML file of student config keys (see student/config.py)")
+    p.add_argument("--config", help="YAML file of student config keys (see student/config.py; "
+                   "defaults per robot, the arm's in experiments/student_arm.yaml)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (YAML value), e.g. --set epochs=4; repeatable")
     p.add_argument("--tensorboard", help="TensorBoard log folder (default: next to --out)")
@@ -65,18 +66,21 @@ def _overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def _config(path: str | None, init: str | None) -> StudentConfig:
-    """The run's config before --set: defaults < --init checkpoint's config < --config file.
+def _config(path: str | None, init: str | None, robot: str = "rc_car") -> StudentConfig:
+    """The run's config before --set: the robot's defaults < --init checkpoint's config <
+    --config file.
 
     With --init only the keys the --config file names override the checkpoint's own."""
     from student.config import StudentConfig
 
-    file_cfg = StudentConfig.load(path)  # validates the file; defaults without one
+    file_cfg = StudentConfig.load(path, robot)  # validates the file; defaults without one
     if init is None:
         return file_cfg
     from student.policy import load_checkpoint
 
     _, cfg, _ = load_checkpoint(init)  # UserError: missing or not a student checkpoint
+    if cfg.robot != robot:
+        raise UserError(f"--init {init}: a student of {cfg.robot}, not {robot}")
     if path is None:
         return cfg
     import yaml
@@ -88,8 +92,9 @@ def _config(path: str | None, init: str | None) -> StudentConfig:
 
 
 def cmd_train_student(a: argparse.Namespace) -> int:
-    if a.robot != "rc_car":
-        raise UserError(f"train-student {a.robot}: the student drives rc_car only (the arm is issue 7)")
+    from student.robots import robot_spec
+
+    robot_spec(a.robot)  # UserError: a robot the student does not drive
     for d in a.data:
         if not Path(d).is_file():
             raise UserError(f"no such file: {d}")
@@ -97,16 +102,20 @@ def cmd_train_student(a: argparse.Namespace) -> int:
     from student.config import StudentConfig
 
     init = getattr(a, "init", None)
-    cfg = _config(a.config, init)
+    cfg = _config(a.config, init, a.robot)
     ov = _overrides(getattr(a, "set", []) or [])
     if ov:
         try:
             cfg = StudentConfig.from_dict({**cfg.as_dict(), **ov})
         except TypeError as e:
             raise UserError(f"--set: {e}") from None
+    from student.dataset import check_data
+
+    check_data(a.data, cfg)  # the robot and cameras of the data, before any work
     from student.evaluate import corrected_sim_kwargs
 
-    env_kwargs = corrected_sim_kwargs(getattr(a, "params", None), getattr(a, "residual", None))
+    env_kwargs = corrected_sim_kwargs(getattr(a, "params", None), getattr(a, "residual", None),
+                                      a.robot)
     from student.train import load_init_weights, train_student  # lightning: slow to import
 
     if init is not None:  # a shape-changing --set fails now, before the data is loaded

@@ -16,23 +16,62 @@ from pathlib import Path
 from typing import Any
 
 from realsim.errors import UserError
+from student.robots import ROBOTS, robot_spec
 
 EXECUTIONS = ("single_step", "chunk_open_loop", "receding_horizon", "temporal_ensemble")
 CAMERA_W, CAMERA_H = 320, 240
-"""The car's camera frame (spec/rc_car.md); `crop_rows` are rows of this frame."""
+"""The car's camera frame (spec/rc_car.md); `crop_rows` are rows of the robot's frame
+(`student.robots.RobotSpec.camera_size`: the car's 320x240, the arm's 640x480)."""
 
 
-def input_height(width: int, crop_rows: Sequence[int] | None = None) -> int:
+def input_height(width: int, crop_rows: Sequence[int] | None = None,
+                 camera_size: tuple[int, int] = (CAMERA_W, CAMERA_H)) -> int:
     """Input height (px) for an input `width` px wide showing the camera rows `crop_rows`
-    (None: the whole 4:3 frame): the band keeps its aspect ratio, e.g. 160 wide, rows
-    32..152 -> 60 high."""
-    rows = CAMERA_H if crop_rows is None else int(crop_rows[1]) - int(crop_rows[0])
-    return max(1, int(round(width * rows / CAMERA_W)))
+    of a `camera_size` (W, H) frame (None: the whole frame): the band keeps its aspect
+    ratio, e.g. 160 wide, rows 32..152 of 320x240 -> 60 high."""
+    cw, ch = camera_size
+    rows = ch if crop_rows is None else int(crop_rows[1]) - int(crop_rows[0])
+    return max(1, int(round(width * rows / cw)))
+
+
+ARM_DEFAULTS: dict[str, Any] = {
+    # what the arm changes from the car's defaults (the dataclass defaults are the car's);
+    # experiments/student_arm.yaml spells out the same values
+    "robot": "arm",
+    "cameras": ("front", "wrist"),  # the wrist camera sees the grasp from close up
+    "image_width": 80,  # 80x60: the red cube covers min 14 / p5 17 / median 26 input px at
+    #   the start in the front camera (60 starts, experiments/footprint_table.py --robot arm);
+    #   64 px leaves p5 10, near the 8 px floor; 48 px p5 6 (30 % of starts below the floor).
+    #   Two cameras at 80 px train ~2x faster than one at 128 px on 2 CPU cores
+    "crop_rows": None,  # the workspace fills the frame: nothing to cut
+    "input_mode": "task_colors",  # the simulator's chequered table and the emulator's plain
+    #   one (and a real room) differ in RGB; the red cube and green square do not
+    "footprint_floor_px": 8.0,  # the car's floor, from data (realsim.footprint)
+    "footprint_samples": 40,
+    "telemetry_fields": ("qpos", "qvel"),  # joint states; load is noise at rest and in motion
+    "chunk_len": 10,  # 0.4 s at 25 Hz: one phase of a pick (reach, close, lift) at a time
+    "relative_actions": True,  # see the field: absolute goals made a copycat
+    "tail": "hold",  # see the field: the release was masked away
+    "action_weights": (1.0, 1.0, 1.0, 1.0, 1.0, 2.0),
+    "epochs": 6,  # ~200 samples/s on a loaded 2-core CPU: 6 x 33k samples is ~17 min
+    "eval_every": 3,  # one closed-loop evaluation costs ~2-4 min of CPU: 2 per run
+    "eval_episodes": 12,
+    "max_train_seconds": 1500.0,  # the CPU is shared: stop training after 25 min whatever happens
+    "final_eval_episodes": 50,
+    "eval_action_noise": 0.03,  # ~0.05 rad on a revolute goal, every tick
+    "eval_seconds": 20.0,  # the task's judged window (arm.md)
+    "eval_workers": 1,
+}
+"""The arm's defaults (`StudentConfig.for_robot("arm")`), each with its reason."""
 
 
 @dataclass
 class StudentConfig:
-    # ---- inputs ------------------------------------------------------------------------
+    # ---- robot and inputs ----------------------------------------------------------------
+    robot: str = "rc_car"
+    """Which robot (`student.robots.ROBOTS`): its action size, camera frame, telemetry,
+    simulator and rates. The other defaults below are the car's; `for_robot` applies the
+    arm's (`ARM_DEFAULTS`)."""
     image_width: int = 160
     """Input width (px); the height follows from `crop_rows` at the camera's aspect. At
     160 px the cone at the start covers min 8 / p5 11 / median 21 input px over 400
@@ -44,6 +83,10 @@ class StudentConfig:
     53-108 (over the randomized pitch, roll, FOV and bearing; its top stays above row 90
     down to 0.3 m): rows 32..152 keep it and drop the ceiling and the floor under the
     bumper, so 160 px of width cost what 80 px of the whole frame cost."""
+    input_mode: str = "rgb"
+    """What each camera pixel becomes (`student.features.INPUT_MODES`): "rgb", or
+    "task_colors" (how red, how green: the arm's cube and square, alike in the simulator
+    and the emulator, whose renders otherwise differ in every texture)."""
     footprint_floor_px: float = 8.0
     """Least cone area (input pixels at least half covered) at the start that we accept
     without a warning; `realsim.footprint.check_footprint` checks its 5th percentile over
@@ -51,11 +94,13 @@ class StudentConfig:
     footprint_samples: int = 60
     """Randomized starts the footprint check renders (each costs CPU time in the budget;
     0 skips the check)."""
-    camera: str = "front"
-    """Camera stream the policy sees (the car has one)."""
+    cameras: tuple[str, ...] = ("front",)
+    """Camera streams the policy sees, each through its own encoder (the car has one; the
+    arm has front and wrist, and ("front",) alone is a valid arm choice)."""
     telemetry_fields: tuple[str, ...] = ("wheel_speed", "yaw_rate", "accel_x", "accel_y", "vbat")
-    """Per-tick telemetry features (see `student.features`). The cumulative encoder is fed
-    as a speed: its absolute value carries over between episodes on a real car."""
+    """Per-tick telemetry features (see `student.features`). The car's cumulative encoder
+    is fed as a speed: its absolute value carries over between episodes on a real car. The
+    arm's are its joint states (qpos, qvel, load: 6 columns each)."""
     history: int = 0
     """Ticks of telemetry history and past actions given to the policy (0: current
     telemetry only). A short history lets it adapt online to the car (battery, grip);
@@ -74,6 +119,23 @@ class StudentConfig:
     chunk_len: int = 10
     """Actions predicted per query (k), 0.2 s at 50 Hz: long enough to smooth the
     teacher's per-tick jitter, short enough to react to the cone."""
+
+    relative_actions: bool = False
+    """Predict the robot's `relative_dims` (the arm's revolute joints) as the measured joint
+    position plus a learned offset of at most `relative_scale` (the gripper stays absolute).
+    With absolute goals and qpos as input the arm's student copied its own position (its
+    chunk L1 on the revolute joints was within 20 % of predicting qpos itself, and it froze
+    mid-task in closed loop): the offset is what carries the information."""
+    relative_scale: float = 0.5
+    tail: str = "mask"
+    """Chunk entries past an episode's end: "mask" them out of the loss, or "hold" the last
+    action (successful episodes only). The arm's teacher episodes end the moment the judge
+    sees the cube released on the square, so its release (a few ticks) was nearly always
+    masked away: the student carried the cube to the square and never let go."""
+    action_weights: tuple[float, ...] = ()
+    """Per action dim loss weights (empty: all 1). The arm's gripper is one binary decision
+    (grasp, release) among five continuous joints; it weighs 2."""
+    """Largest offset from the measured position, on the [-1, 1] action scale."""
 
     # ---- execution -------------------------------------------------------------------------
     execution: str = "temporal_ensemble"
@@ -143,7 +205,11 @@ class StudentConfig:
     """Free-form notes carried into the checkpoint (e.g. the data files)."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.cameras, str):
+            self.cameras = (self.cameras,)
+        self.cameras = tuple(str(c) for c in self.cameras)
         self.telemetry_fields = tuple(self.telemetry_fields)
+        self.action_weights = tuple(float(w) for w in self.action_weights)
         self.channels = tuple(int(c) for c in self.channels)
         if self.crop_rows is not None:
             self.crop_rows = (int(self.crop_rows[0]), int(self.crop_rows[1]))
@@ -151,10 +217,53 @@ class StudentConfig:
 
     @property
     def image_height(self) -> int:
-        """Input height (px): `input_height(image_width, crop_rows)`."""
-        return input_height(self.image_width, self.crop_rows)
+        """Input height (px): `input_height(image_width, crop_rows, camera_size)`."""
+        return input_height(self.image_width, self.crop_rows, self.camera_size)
+
+    @property
+    def camera_size(self) -> tuple[int, int]:
+        """(W, H) of the robot's camera frame."""
+        return robot_spec(self.robot).camera_size
+
+    @property
+    def action_dim(self) -> int:
+        """A: the robot's action size (car 2, arm 6)."""
+        return robot_spec(self.robot).action_dim
+
+    @classmethod
+    def for_robot(cls, robot: str, **overrides: Any) -> StudentConfig:
+        """The defaults for `robot` (the car's dataclass defaults, or `ARM_DEFAULTS`),
+        then `overrides`."""
+        robot_spec(robot)
+        base: dict[str, Any] = dict(ARM_DEFAULTS) if robot == "arm" else {"robot": robot}
+        return cls.from_dict({**base, **overrides})
 
     def validate(self) -> None:
+        if self.robot not in ROBOTS:
+            raise UserError(f"config: robot {self.robot!r} is not one of {', '.join(ROBOTS)}")
+        spec = robot_spec(self.robot)
+        if not self.cameras or len(set(self.cameras)) != len(self.cameras):
+            raise UserError("config: cameras must name at least one camera, each once")
+        bad = [c for c in self.cameras if c not in spec.cameras]
+        if bad:
+            raise UserError(f"config: {self.robot} has no camera {bad[0]!r} "
+                            f"(it has {', '.join(spec.cameras)})")
+        from student.features import feature_names
+
+        bad = [f for f in self.telemetry_fields if f not in feature_names(self.robot)]
+        if bad:
+            raise UserError(f"config: unknown telemetry field {bad[0]!r} for {self.robot} "
+                            f"(one of {', '.join(feature_names(self.robot))})")
+        if self.relative_actions and (not spec.relative_dims or "qpos" not in self.telemetry_fields):
+            raise UserError(f"config: relative_actions needs a robot with joint positions and "
+                            f"qpos among telemetry_fields ({self.robot}: {', '.join(self.telemetry_fields)})")
+        if self.tail not in ("mask", "hold"):
+            raise UserError(f"config: tail {self.tail!r} is not one of mask, hold")
+        if self.action_weights and (len(self.action_weights) != spec.action_dim
+                                    or min(self.action_weights) < 0):
+            raise UserError(f"config: action_weights must be {spec.action_dim} weights >= 0")
+        if self.input_mode not in ("rgb", "task_colors"):
+            raise UserError(f"config: input_mode {self.input_mode!r} is not one of rgb, task_colors")
         if self.execution not in EXECUTIONS:
             raise UserError(f"config: execution {self.execution!r} is not one of {', '.join(EXECUTIONS)}")
         if self.chunk_len < 1:
@@ -165,8 +274,9 @@ class StudentConfig:
             raise UserError("config: ensemble_m must be >= 0")
         if self.image_width < 16 or self.image_width % 4:
             raise UserError("config: image_width must be a multiple of 4, >= 16")
-        if self.crop_rows is not None and not 0 <= self.crop_rows[0] < self.crop_rows[1] <= CAMERA_H:
-            raise UserError(f"config: crop_rows must be (top, bottom) with 0 <= top < bottom <= {CAMERA_H}")
+        ch = spec.camera_size[1]
+        if self.crop_rows is not None and not 0 <= self.crop_rows[0] < self.crop_rows[1] <= ch:
+            raise UserError(f"config: crop_rows must be (top, bottom) with 0 <= top < bottom <= {ch}")
         if self.image_height < 8:
             raise UserError("config: the input is less than 8 px high (image_width, crop_rows)")
         if self.history < 0:
@@ -183,6 +293,9 @@ class StudentConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> StudentConfig:
+        d = dict(d)
+        if "camera" in d and "cameras" not in d:  # checkpoints and files from before `cameras`
+            d["cameras"] = (d.pop("camera"),)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
@@ -190,10 +303,11 @@ class StudentConfig:
         return cls(**d)
 
     @classmethod
-    def load(cls, path: str | Path | None) -> StudentConfig:
-        """Defaults, overridden by the YAML mapping at `path` (if given)."""
+    def load(cls, path: str | Path | None, robot: str | None = None) -> StudentConfig:
+        """Defaults (`robot`'s, see `for_robot`; the car's if None), overridden by the YAML
+        mapping at `path` (if given). A file naming another robot than `robot` is a UserError."""
         if path is None:
-            return cls()
+            return cls() if robot is None else cls.for_robot(robot)
         import yaml
 
         p = Path(path)
@@ -206,7 +320,11 @@ class StudentConfig:
         if not isinstance(d, dict):
             raise UserError(f"{p}: expected a mapping of config keys")
         d = d.get("student", d)  # allow a `student:` section in a larger file
+        if robot is not None and d.get("robot", robot) != robot:
+            raise UserError(f"{p}: a config for {d.get('robot')!r}, not {robot}")
         try:
+            if robot is not None:
+                return cls.for_robot(robot, **{k: v for k, v in d.items() if k != "robot"})
             return cls.from_dict(d)
         except TypeError as e:
             raise UserError(f"{p}: {e}") from None

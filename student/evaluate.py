@@ -1,10 +1,12 @@
 """Robust closed-loop evaluation of a student in the simulator: what picks checkpoints.
 
-Robust means: Gaussian noise on every executed action, many scene seeds, and
-the blue distractor cone forced on in half of the episodes and off in the
-other half. The student sees only what a robot shows (`Obs.telemetry`,
-`Obs.frame_jpeg`); this module never calls the environment's privileged
-state, only its verdict (the judge), as a real lab's judge would give it.
+Robust means: Gaussian noise on every executed action, many scene seeds (each
+with the simulator's randomization: physics, cameras), and for the car the blue
+distractor cone forced on in half of the episodes and off in the other half.
+The student sees only what a robot shows (`Obs.telemetry` and the camera frames:
+the car's `Obs.frame_jpeg`, the arm's `Obs.frames`); this module never calls the
+environment's privileged state, only its verdict (the judge), as a real lab's
+judge would give it.
 
 Episodes run in worker processes when `workers > 0` (spawned once and reused:
 each keeps its simulator; the policy travels as checkpoint bytes).
@@ -25,6 +27,7 @@ import numpy as np
 import torch
 
 from student.execution import Execution
+from student.robots import robot_spec
 
 DEFAULT_ENV = "realsim.robots.rc_car.scene:CarTaskEnv"
 
@@ -44,14 +47,18 @@ class EvalResult:
         return out
 
     def summary(self) -> str:
+        head = f"sim success {self.success_rate:.1%} over {len(self.episodes)} episodes"
+        if not any(x["distractor"] for x in self.episodes):
+            return head
         bd = self.by_distractor()
-        return (f"sim success {self.success_rate:.1%} over {len(self.episodes)} episodes "
-                f"(distractor off {bd[False]:.1%}, on {bd[True]:.1%})")
+        return f"{head} (distractor off {bd[False]:.1%}, on {bd[True]:.1%})"
 
 
 def corrected_sim_kwargs(params: str | os.PathLike[str] | None = None,
-                         residual: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Keyword arguments of `CarTaskEnv` for the corrected simulator (empty: nominal).
+                         residual: str | os.PathLike[str] | None = None,
+                         robot: str = "rc_car") -> dict[str, Any]:
+    """Keyword arguments of the robot's task env (`CarTaskEnv`, `ArmTaskEnv`) for the
+    corrected simulator (empty: nominal).
 
     params: a fitted params.yaml: randomization centred on the fit. residual: a residual
     checkpoint: hybrid physics (each evaluation worker loads it once, weights_only=True).
@@ -64,12 +71,16 @@ def corrected_sim_kwargs(params: str | os.PathLike[str] | None = None,
 
     kw: dict[str, Any] = {}
     if params is not None:
-        from realsim.robots.rc_car.params import CarParams
-
         if not Path(params).is_file():
             raise UserError(f"no such parameter file: {params}")
-        kw["params"] = CarParams.from_yaml(Path(params))
+        if robot == "arm":
+            from realsim.robots.arm.params import ArmParams as Params
+        else:
+            from realsim.robots.rc_car.params import CarParams as Params
+        kw["params"] = Params.from_yaml(Path(params))
     if residual is not None:
+        if robot == "arm":
+            raise UserError("--residual: the arm's simulator takes no residual yet")
         from realsim.residual import load_residual
 
         load_residual(residual, "rc_car")  # UserError: missing, corrupt, another robot's
@@ -77,9 +88,10 @@ def corrected_sim_kwargs(params: str | os.PathLike[str] | None = None,
     return kw
 
 
-def episode_plan(n: int, seed0: int) -> list[tuple[int, bool]]:
-    """(seed, distractor) for n episodes: consecutive seeds, distractor on every other one."""
-    return [(seed0 + i, bool(i % 2)) for i in range(n)]
+def episode_plan(n: int, seed0: int, variants: bool = True) -> list[tuple[int, bool]]:
+    """(seed, distractor) for n episodes: consecutive seeds, distractor on every other one
+    (`variants`; never without)."""
+    return [(seed0 + i, bool(i % 2) and variants) for i in range(n)]
 
 
 def make_env(spec: str = DEFAULT_ENV, kwargs: dict[str, Any] | None = None) -> Any:
@@ -88,16 +100,28 @@ def make_env(spec: str = DEFAULT_ENV, kwargs: dict[str, Any] | None = None) -> A
     return getattr(importlib.import_module(mod), name)(**(kwargs or {}))
 
 
+def obs_frames(obs: Any) -> dict[str, bytes]:
+    """The camera JPEGs that arrived with an env observation: the arm's `obs.frames`
+    ({name: Frame}) or the car's `obs.frame_jpeg` (the front camera)."""
+    frames = getattr(obs, "frames", None)
+    if isinstance(frames, dict):
+        return {n: getattr(f, "jpeg", f) for n, f in frames.items()}
+    jpeg = getattr(obs, "frame_jpeg", None)
+    return {} if jpeg is None else {"front": jpeg}
+
+
 def run_episode(runner: Any, env: Any, seed: int, distractor: bool, *, action_noise: float = 0.0,
                 seconds: float = 10.0, control_hz: float = 50.0) -> dict[str, Any]:
-    """One closed-loop episode; the verdict is the environment's judge."""
+    """One closed-loop episode; the verdict is the environment's judge. `distractor` is the
+    car's scene variant (an env whose robot has none is reset by seed alone)."""
     rng = np.random.default_rng([seed, 77])
-    obs = env.reset(seed, distractor=distractor)
+    variants = robot_spec(runner.cfg.robot).variants if hasattr(runner, "cfg") else True
+    obs = env.reset(seed, distractor=distractor) if variants else env.reset(seed)
     runner.reset()
     steps = 0
     max_steps = int(math.ceil(seconds * control_hz)) + 5
     while not getattr(env, "done", False) and steps < max_steps:
-        a = runner.act(obs.telemetry, obs.frame_jpeg, t_host=float(obs.t))
+        a = runner.act(obs.telemetry, obs_frames(obs), t_host=float(obs.t))
         if action_noise > 0:
             a = a + action_noise * rng.standard_normal(a.shape)
         obs = env.step(np.clip(a, -1.0, 1.0))
@@ -163,8 +187,9 @@ class Evaluator:
                  action_noise: float = 0.05, seconds: float = 10.0,
                  execution: Execution | None = None,
                  progress: Callable[[str], None] | None = None) -> EvalResult:
-        """Run `episodes` episodes (seeds seed0.., distractor every other one)."""
-        plan = episode_plan(episodes, seed0)
+        """Run `episodes` episodes (seeds seed0.., the car's distractor every other one)."""
+        robot = checkpoint.get("config", {}).get("robot", "rc_car")
+        plan = episode_plan(episodes, seed0, robot_spec(robot).variants)
         buf = io.BytesIO()
         torch.save(checkpoint, buf)
         b = buf.getvalue()
@@ -196,10 +221,25 @@ class Evaluator:
 
 def evaluate_checkpoint(path: str, episodes: int = 50, seed0: int = 10_000, *,
                         action_noise: float = 0.05, workers: int | None = None,
-                        execution: Execution | None = None, env_spec: str = DEFAULT_ENV,
-                        env_kwargs: dict[str, Any] | None = None) -> EvalResult:
-    """Evaluate a checkpoint file (convenience for experiments)."""
+                        execution: Execution | None = None, env_spec: str | None = None,
+                        env_kwargs: dict[str, Any] | None = None,
+                        seconds: float | None = None) -> EvalResult:
+    """Evaluate a checkpoint file (convenience for experiments); the robot's env, its
+    recorded evaluation env kwargs and episode length unless given."""
     ck = torch.load(path, map_location="cpu", weights_only=True)
+    cfg = ck.get("config", {})
+    spec = robot_spec(cfg.get("robot", "rc_car"))
     w = min(2, os.cpu_count() or 1) if workers is None else workers
-    with Evaluator(w, env_spec, env_kwargs) as ev:
-        return ev.evaluate(ck, episodes, seed0, action_noise=action_noise, execution=execution)
+    kw = env_kwargs if env_kwargs is not None else eval_env_kwargs(ck)
+    with Evaluator(w, env_spec or spec.env_spec, kw) as ev:
+        return ev.evaluate(ck, episodes, seed0, action_noise=action_noise, execution=execution,
+                           seconds=seconds or float(cfg.get("eval_seconds", spec.seconds)))
+
+
+def eval_env_kwargs(ck: dict[str, Any]) -> dict[str, Any]:
+    """The env kwargs a checkpoint was selected in, as far as they are plain data (the
+    camera frame size of its training data); {} for the car's nominal simulator."""
+    size = ck.get("meta", {}).get("frame_size")
+    if ck.get("config", {}).get("robot") == "arm" and size:
+        return {"image_size": (int(size[1]), int(size[0]))}
+    return {}

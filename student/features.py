@@ -1,17 +1,20 @@
 """Preprocessing shared by training and deployment, so the policy sees the same thing in both.
 
-- `preprocess_jpeg(jpeg, width, crop_rows)`: JPEG bytes -> RGB uint8 (h, w, 3) at the
-  input size: the band of camera rows `crop_rows` (rows of the 320x240 frame; None: the
-  whole frame), resized to `width` wide (`student.config.input_height` gives h).
-- `telemetry_features(...)`: the robot-legal telemetry fields of the log format
-  (`enc_rad`, `yaw_rate`, `accel`, `vbat`, `t_device`) -> per-sample features.
-  `TelemetryTracker` computes the same features one sample at a time, as they
-  arrive on a robot; a test checks the two agree.
+- `preprocess_jpeg(jpeg, width, crop_rows, camera_size)`: JPEG bytes -> RGB uint8
+  (h, w, 3) at the input size: the band of camera rows `crop_rows` (rows of the robot's
+  `camera_size` frame; None: the whole frame), resized to `width` wide
+  (`student.config.input_height` gives h).
+- `telemetry_features(...)`: the robot-legal telemetry fields of the log format ->
+  per-sample features. `TelemetryTracker` computes the same features one sample at a
+  time, as they arrive on a robot; a test checks the two agree.
 
-Features (names used in `StudentConfig.telemetry_fields`):
-wheel_speed (rad/s, encoder difference over the device clock: the cumulative
-angle itself carries over between episodes), yaw_rate (rad/s), accel_x,
-accel_y (m/s^2), vbat (V).
+Features (names used in `StudentConfig.telemetry_fields`), per robot:
+
+- rc_car: wheel_speed (rad/s, encoder difference over the device clock: the cumulative
+  angle itself carries over between episodes), yaw_rate (rad/s), accel_x, accel_y
+  (m/s^2), vbat (V); one column each.
+- arm: qpos (rad, gripper m), qvel, load, temperature (6 columns each), voltage (V);
+  the log's fields as they are (no state: a servo reading is absolute).
 """
 
 from __future__ import annotations
@@ -23,43 +26,101 @@ from typing import Any
 import cv2
 import numpy as np
 
-from student.config import CAMERA_H, input_height
+from student.config import CAMERA_H, CAMERA_W, input_height
 
 FEATURES = ("wheel_speed", "yaw_rate", "accel_x", "accel_y", "vbat")
+"""The car's telemetry features."""
 SENSOR_FIELDS = ("t_device", "enc_rad", "yaw_rate", "accel", "vbat")
-"""The log's sensors/ fields the student reads (all robot-legal)."""
+"""The car's log sensors/ fields the student reads (all robot-legal)."""
+ARM_FEATURES: dict[str, int] = {"qpos": 6, "qvel": 6, "load": 6, "voltage": 1, "temperature": 6}
+"""The arm's telemetry features and their widths: its log sensors/ fields, as they are."""
+
+
+def feature_names(robot: str) -> tuple[str, ...]:
+    """The telemetry feature names `robot` offers."""
+    return tuple(ARM_FEATURES) if robot == "arm" else FEATURES
+
+
+def feature_width(names: Sequence[str]) -> int:
+    """F: columns of the features `names` (an arm field is 6 wide, a car feature 1)."""
+    return sum(ARM_FEATURES.get(n, 1) for n in names)
+
+
+def sensor_fields(names: Sequence[str]) -> tuple[str, ...]:
+    """The log's sensors/ fields the features `names` read (robot-legal only)."""
+    if names and all(n in ARM_FEATURES for n in names):
+        return tuple(names)
+    return SENSOR_FIELDS
 _MAX_SPEED = 200.0  # rad/s: clamp of the encoder speed (a clock glitch must not explode it)
 
 
-def preprocess_jpeg(jpeg: bytes | np.ndarray, width: int,
-                    crop_rows: Sequence[int] | None = None) -> np.ndarray:
-    """Decode a camera JPEG and cut/resize it to the policy's input. Shape: (h, W, 3) RGB uint8.
+def _decode_flag(width: int, camera_w: int) -> int:
+    """libjpeg DCT scaling (fast): a quarter-size decode where it still leaves twice the
+    input's columns of the nominal frame, a half-size one where it leaves them all."""
+    if camera_w / 4 >= 2 * width:
+        return cv2.IMREAD_REDUCED_COLOR_4
+    return cv2.IMREAD_REDUCED_COLOR_2 if camera_w / 2 >= width else cv2.IMREAD_COLOR
 
-    h = `input_height(width, crop_rows)`. Decodes at half size (libjpeg's DCT scaling,
-    fast) when that still leaves at least `width` columns, then crops and area-resizes.
+
+INPUT_MODES = ("rgb", "task_colors")
+"""rgb: the colour image. task_colors: per pixel, how red (channel 0) and how green
+(channel 1) it is, channel 2 zero: the arm's task is defined by a red cube and a green
+square, and colour keys see them alike in any renderer or room (the simulator's chequered
+table and the emulator's plain one look nothing alike in RGB)."""
+
+
+def task_color_masks(bgr: np.ndarray) -> np.ndarray:
+    """BGR uint8 (h, w, 3) -> uint8 (h, w, 3): 255 where a pixel is saturated red (channel
+    0) or saturated green (channel 1), else 0; channel 2 is 0. Hue bands are wide (red
+    within 12 of 0/180, green 35..90 on OpenCV's 0..180 scale) so that shading, white
+    balance and JPEG never split an object."""
+    hsv = cv2.cvtColor(bgr, cv2.COLOR_BGR2HSV)
+    h, sat, val = hsv[..., 0], hsv[..., 1], hsv[..., 2]
+    vivid = (sat >= 90) & (val >= 40)
+    out = np.zeros_like(bgr)
+    out[..., 0] = 255 * (vivid & ((h <= 12) | (h >= 168)))
+    out[..., 1] = 255 * (vivid & (h >= 35) & (h <= 90))
+    return out
+
+
+def preprocess_jpeg(jpeg: bytes | np.ndarray, width: int, crop_rows: Sequence[int] | None = None,
+                    camera_size: tuple[int, int] = (CAMERA_W, CAMERA_H), mode: str = "rgb") -> np.ndarray:
+    """Decode a camera JPEG and cut/resize it to the policy's input. Shape: (h, W, 3) RGB uint8
+    (mode "rgb") or the task-colour masks (mode "task_colors", see `INPUT_MODES`).
+
+    h = `input_height(width, crop_rows, camera_size)`. Decodes at a reduced size
+    (`_decode_flag`), then crops and area-resizes (the masks are keyed before the resize,
+    so an input pixel holds the fraction of it that is red or green).
     """
     buf = np.frombuffer(jpeg, np.uint8) if isinstance(jpeg, (bytes, bytearray, memoryview)) else jpeg
-    flag = cv2.IMREAD_REDUCED_COLOR_2 if width <= 160 else cv2.IMREAD_COLOR
-    img = cv2.imdecode(buf, flag)
+    img = cv2.imdecode(buf, _decode_flag(width, camera_size[0]))
     if img is None:
         raise ValueError("frame is not a decodable JPEG")
-    return preprocess_bgr(img, width, crop_rows)
+    if mode == "task_colors":
+        img = crop_band(task_color_masks(img), crop_rows, camera_size[1])
+        h = input_height(width, crop_rows, camera_size)
+        if img.shape[1] != width or img.shape[0] != h:
+            img = cv2.resize(img, (width, h), interpolation=cv2.INTER_AREA)
+        return img
+    return preprocess_bgr(img, width, crop_rows, camera_size)
 
 
-def crop_band(img: np.ndarray, crop_rows: Sequence[int] | None) -> np.ndarray:
-    """The band of rows `crop_rows` = (top, bottom) of the nominal 240-row frame, scaled to
-    the image's own height (a half-size decode has 120 rows). Shape: (rows, W, ...)."""
+def crop_band(img: np.ndarray, crop_rows: Sequence[int] | None, frame_h: int = CAMERA_H) -> np.ndarray:
+    """The band of rows `crop_rows` = (top, bottom) of the nominal `frame_h`-row frame,
+    scaled to the image's own height (a half-size decode of the car's 240 rows has 120).
+    Shape: (rows, W, ...)."""
     if crop_rows is None:
         return img
-    s = img.shape[0] / CAMERA_H
+    s = img.shape[0] / frame_h
     top, bottom = int(round(crop_rows[0] * s)), int(round(crop_rows[1] * s))
     return img[top:bottom]
 
 
-def preprocess_bgr(img: np.ndarray, width: int, crop_rows: Sequence[int] | None = None) -> np.ndarray:
+def preprocess_bgr(img: np.ndarray, width: int, crop_rows: Sequence[int] | None = None,
+                   camera_size: tuple[int, int] = (CAMERA_W, CAMERA_H)) -> np.ndarray:
     """BGR uint8 camera image (any size, 4:3) -> RGB uint8 input. Shape: (h, width, 3)."""
-    img = crop_band(img, crop_rows)
-    h = input_height(width, crop_rows)
+    img = crop_band(img, crop_rows, camera_size[1])
+    h = input_height(width, crop_rows, camera_size)
     if img.shape[1] != width or img.shape[0] != h:
         img = cv2.resize(img, (width, h), interpolation=cv2.INTER_AREA)
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
@@ -83,10 +144,15 @@ def telemetry_features(sensors: Mapping[str, np.ndarray], t_host: np.ndarray,
                        names: Sequence[str] = FEATURES) -> np.ndarray:
     """Features of every sensor sample of an episode. Shape: (M, len(names)) float32.
 
-    sensors: the log's sensors/ fields (`t_device` (M,), `enc_rad` (M,), `yaw_rate`
-    (M,), `accel` (M, 2), `vbat` (M,)); t_host (M,): sensors/t, used for the speed
-    where the device clock is missing (NaN).
+    sensors: the log's sensors/ fields (car: `t_device` (M,), `enc_rad` (M,), `yaw_rate`
+    (M,), `accel` (M, 2), `vbat` (M,); arm: `qpos` (M, 6), ...); t_host (M,): sensors/t,
+    used for the car's speed where the device clock is missing (NaN).
+    Shape: (M, feature_width(names)).
     """
+    if names and all(n in ARM_FEATURES for n in names):
+        m = len(t_host)
+        return np.concatenate([np.asarray(sensors[n], np.float64).reshape(m, ARM_FEATURES[n])
+                               for n in names], axis=1).astype(np.float32)
     t_dev = np.asarray(sensors.get("t_device", np.full(len(t_host), np.nan)), np.float64)
     t = np.where(np.isfinite(t_dev), t_dev, np.asarray(t_host, np.float64))
     acc = np.asarray(sensors["accel"], np.float64).reshape(len(t), -1)
@@ -102,18 +168,18 @@ def telemetry_features(sensors: Mapping[str, np.ndarray], t_host: np.ndarray,
 
 
 def telemetry_dict(tlm: Any) -> dict[str, Any]:
-    """A telemetry sample as a dict of log fields: from a dict or `hardware.rc_car.Telemetry`."""
+    """A telemetry sample as a dict of log fields: from a dict, a `hardware.rc_car.Telemetry`
+    or a `hardware.arm.ArmState`."""
     if isinstance(tlm, Mapping):
         return dict(tlm)
-    return {k: getattr(tlm, k) for k in ("t_device", "enc_rad", "yaw_rate", "accel", "vbat")
-            if hasattr(tlm, k)}
+    return {k: getattr(tlm, k) for k in (*SENSOR_FIELDS, *ARM_FEATURES) if hasattr(tlm, k)}
 
 
 class TelemetryTracker:
     """`telemetry_features` one sample at a time (a robot's telemetry as it arrives).
 
-    `update(tlm, t_host)` takes a sample (dict of log fields or a Telemetry) and
-    returns its features, Shape: (F,). Calling it again with the same sample
+    `update(tlm, t_host)` takes a sample (dict of log fields, a Telemetry or an ArmState)
+    and returns its features, Shape: (F,). Calling it again with the same sample
     (same device time and encoder) returns the same features: a control loop
     faster than the telemetry sees the latest sample repeatedly.
     """
@@ -130,6 +196,10 @@ class TelemetryTracker:
 
     def update(self, tlm: Any, t_host: float = math.nan) -> np.ndarray:
         d = telemetry_dict(tlm)
+        if self.names and all(n in ARM_FEATURES for n in self.names):  # stateless fields
+            self._out = np.concatenate([np.asarray(d[n], np.float64).reshape(ARM_FEATURES[n])
+                                        for n in self.names]).astype(np.float32)
+            return self._out
         t_dev = float(d.get("t_device", math.nan))
         t = t_dev if math.isfinite(t_dev) else float(t_host)
         enc = float(d["enc_rad"])

@@ -1,4 +1,4 @@
-"""The student network: a small CNN on the camera frame + telemetry (+ optional history) -> action chunk.
+"""The student network: a small CNN per camera + telemetry (+ optional history) -> action chunk.
 
 Input normalisation lives in the model as buffers (telemetry mean/std), so a
 checkpoint's state_dict alone reproduces training's preprocessing.
@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from student.config import StudentConfig
+from student.robots import robot_spec
 
 
 class Encoder(nn.Module):
@@ -45,20 +46,40 @@ class Encoder(nn.Module):
 
 
 class StudentPolicy(nn.Module):
-    """(img (B,3,h,w) in [0,1], tel (B,H+1,F) raw features, past (B,H,2)) -> chunk (B,k,2) in [-1,1]."""
+    """(img (B,3C,h,w) in [0,1], tel (B,H+1,F) raw features, past (B,H,A)) -> chunk (B,k,A) in [-1,1].
+
+    C cameras (`cfg.cameras`, channels 3c..3c+2 are camera c), each with its own encoder
+    (a front view and a wrist view share no statistics); A = the robot's action size.
+    With `cfg.relative_actions` the relative dims are the measured position (tel's qpos,
+    normalised like the actions) plus `relative_scale` x the head's tanh output.
+    """
 
     def __init__(self, cfg: StudentConfig) -> None:
         super().__init__()
+        from student.features import feature_width
+
         self.cfg = cfg
-        f = len(cfg.telemetry_fields)
-        self.encoder = Encoder(cfg.channels, cfg.feature_dim, cfg.image_height, cfg.image_width)
+        f = feature_width(cfg.telemetry_fields)
+        a = cfg.action_dim
+        self.encoders = nn.ModuleList(
+            Encoder(cfg.channels, cfg.feature_dim, cfg.image_height, cfg.image_width)
+            for _ in cfg.cameras)
         self.register_buffer("tel_mean", torch.zeros(f))
         self.register_buffer("tel_std", torch.ones(f))
-        n_in = cfg.feature_dim + f * (cfg.history + 1) + 2 * cfg.history
+        n_in = cfg.feature_dim * len(cfg.cameras) + f * (cfg.history + 1) + a * cfg.history
+        self.q_col = -1  # relative actions: first column of qpos in the telemetry features
+        if cfg.relative_actions:
+            spec = robot_spec(cfg.robot)
+            self.q_col = feature_width(cfg.telemetry_fields[:cfg.telemetry_fields.index("qpos")])
+            rel = torch.zeros(a)
+            rel[list(spec.relative_dims)] = 1.0
+            self.register_buffer("q_lo", torch.tensor(spec.joint_lo, dtype=torch.float32), persistent=False)
+            self.register_buffer("q_hi", torch.tensor(spec.joint_hi, dtype=torch.float32), persistent=False)
+            self.register_buffer("rel", rel, persistent=False)
         self.head = nn.Sequential(
             nn.Linear(n_in, cfg.hidden_dim), nn.ReLU(inplace=True),
             nn.Linear(cfg.hidden_dim, cfg.hidden_dim), nn.ReLU(inplace=True),
-            nn.Linear(cfg.hidden_dim, cfg.chunk_len * 2),
+            nn.Linear(cfg.hidden_dim, cfg.chunk_len * a),
         )
 
     def set_stats(self, mean: np.ndarray, std: np.ndarray) -> None:
@@ -66,16 +87,34 @@ class StudentPolicy(nn.Module):
         self.tel_std.copy_(torch.as_tensor(std, dtype=torch.float32))
 
     def forward(self, img: torch.Tensor, tel: torch.Tensor, past: torch.Tensor) -> torch.Tensor:
-        z = self.encoder(img)
+        z = [enc(img[:, 3 * c:3 * c + 3]) for c, enc in enumerate(self.encoders)]
         t = ((tel - self.tel_mean) / self.tel_std).clamp(-10, 10).flatten(1)
-        parts = [z, t]
+        parts = [*z, t]
         if self.cfg.history:
             parts.append(past.flatten(1))
-        out = self.head(torch.cat(parts, dim=1))
-        return torch.tanh(out).view(-1, self.cfg.chunk_len, 2)
+        out = torch.tanh(self.head(torch.cat(parts, dim=1))).view(-1, self.cfg.chunk_len, self.cfg.action_dim)
+        if self.q_col < 0:
+            return out
+        a = self.cfg.action_dim
+        q = tel[:, 0, self.q_col:self.q_col + a]
+        ref = ((2 * (q - self.q_lo) / (self.q_hi - self.q_lo) - 1) * self.rel).unsqueeze(1)  # (B, 1, A)
+        scale = self.rel * self.cfg.relative_scale + (1 - self.rel)
+        return (ref + scale * out).clamp(-1, 1)
+
+
+def upgrade_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A state_dict from before several cameras (one `encoder.`) -> `encoders.0.`."""
+    return {("encoders.0." + k[len("encoder."):] if k.startswith("encoder.") else k): v
+            for k, v in sd.items()}
 
 
 def frames_to_tensor(frames: np.ndarray) -> torch.Tensor:
-    """uint8 RGB (B, h, w, 3) -> float (B, 3, h, w) in [0, 1], channels_last memory."""
-    x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float().div_(255.0)
+    """uint8 RGB (B, h, w, 3), or (B, C, h, w, 3) for C cameras -> float (B, 3C, h, w) in
+    [0, 1], channels_last memory."""
+    x = torch.from_numpy(np.ascontiguousarray(frames))
+    if x.ndim == 5:  # (B, C, h, w, 3) -> (B, C, 3, h, w) -> (B, 3C, h, w)
+        x = x.permute(0, 1, 4, 2, 3).flatten(1, 2)
+    else:
+        x = x.permute(0, 3, 1, 2)
+    x = x.float().div_(255.0)
     return x.contiguous(memory_format=torch.channels_last)

@@ -10,7 +10,7 @@ A checkpoint is a plain dict saved with `torch.save`, loadable with
      "meta": {...}}                             # epoch, sim success, val loss, data files
 
 `PolicyRunner` turns what a robot shows at one control tick (telemetry, the
-latest camera JPEG) into one action with exactly training's preprocessing
+latest JPEG of each camera) into one action with exactly training's preprocessing
 (`student.features`) and the configured execution strategy.
 """
 
@@ -27,8 +27,9 @@ import torch
 from realsim.errors import UserError
 from student.config import StudentConfig
 from student.execution import Execution, make_execution
-from student.features import TelemetryTracker, preprocess_jpeg
-from student.model import StudentPolicy, frames_to_tensor
+from student.features import TelemetryTracker, preprocess_jpeg, telemetry_dict
+from student.model import StudentPolicy, frames_to_tensor, upgrade_state_dict
+from student.robots import robot_spec
 
 CKPT_FORMAT = "realsim-student"
 CKPT_VERSION = 1
@@ -90,6 +91,9 @@ def _upgrade(ck: dict[str, Any]) -> dict[str, Any]:
     """Checkpoints written before `crop_rows` existed saw the whole frame: say so in their
     config (in place, so every later `StudentConfig.from_dict(ck["config"])` agrees)."""
     ck["config"].setdefault("crop_rows", None)
+    if "camera" in ck["config"] and "cameras" not in ck["config"]:
+        ck["config"]["cameras"] = [ck["config"].pop("camera")]
+    ck["state_dict"] = upgrade_state_dict(ck["state_dict"])
     return ck
 
 
@@ -103,17 +107,20 @@ def model_from_checkpoint(ck: dict[str, Any]) -> StudentPolicy:
 
 
 class PolicyRunner:
-    """One control tick in, one action out. Shape: action (2,) in [-1, 1].
+    """One control tick in, one action out. Shape: action (A,) in [-1, 1].
 
-    `act(telemetry, jpeg)`: telemetry is the latest sample (dict of log sensor
-    fields or a `hardware.rc_car.Telemetry`), jpeg the latest camera frame's
-    bytes (None: no new frame; the last one is kept). Until a first frame has
-    come it returns [0, 0] (centred, coasting). `reset()` at every episode start.
+    `act(telemetry, frames)`: telemetry is the latest sample (dict of log sensor fields,
+    a `hardware.rc_car.Telemetry` or a `hardware.arm.ArmState`); frames the latest JPEG
+    of each camera, as {name: bytes | (t, bytes) | None} or, for the first configured
+    camera alone, bytes (None: no new frame; the last one is kept). Until every configured
+    camera has delivered a frame it returns the robot's idle action (the car: [0, 0],
+    centred and coasting; the arm: hold where it is). `reset()` at every episode start.
     """
 
     def __init__(self, model: StudentPolicy, cfg: StudentConfig,
                  execution: Execution | None = None) -> None:
         self.model, self.cfg = model.eval(), cfg
+        self.robot = robot_spec(cfg.robot)
         self.execution = execution or make_execution(
             cfg.execution, chunk_len=cfg.chunk_len, execute_n=cfg.execute_n,
             ensemble_m=cfg.ensemble_m)
@@ -129,27 +136,40 @@ class PolicyRunner:
     def reset(self) -> None:
         self.execution.reset()
         self.tracker.reset()
-        h = self.cfg.history
+        h, a = self.cfg.history, self.cfg.action_dim
         self._tel: deque[np.ndarray] = deque(maxlen=h + 1)
-        self._past: deque[np.ndarray] = deque([np.zeros(2, np.float32)] * h, maxlen=max(h, 1))
-        self._img: torch.Tensor | None = None
-        self._jpeg: Any = None
+        self._past: deque[np.ndarray] = deque([np.zeros(a, np.float32)] * h, maxlen=max(h, 1))
+        self._imgs: dict[str, torch.Tensor] = {}
+        self._jpegs: dict[str, Any] = {}
 
-    def set_frame(self, jpeg: bytes | None) -> None:
-        if jpeg is None or jpeg is self._jpeg:
+    def preprocess(self, jpeg: bytes) -> np.ndarray:
+        """One camera JPEG -> the model's input image, as training decodes it. Shape: (h, w, 3)."""
+        return preprocess_jpeg(jpeg, self.cfg.image_width, self.cfg.crop_rows, self.cfg.camera_size,
+                               self.cfg.input_mode)
+
+    def set_frame(self, jpeg: Any, camera: str | None = None) -> None:
+        """Take a camera's latest frame (bytes, or (t, bytes); None: nothing new)."""
+        if isinstance(jpeg, tuple):
+            jpeg = jpeg[1]
+        camera = camera or self.cfg.cameras[0]
+        if jpeg is None or camera not in self.cfg.cameras or jpeg is self._jpegs.get(camera):
             return
-        self._jpeg = jpeg
-        self._img = frames_to_tensor(preprocess_jpeg(jpeg, self.cfg.image_width, self.cfg.crop_rows)[None])
+        self._jpegs[camera] = jpeg
+        self._imgs[camera] = frames_to_tensor(self.preprocess(jpeg)[None])
 
-    def act(self, telemetry: Any, jpeg: bytes | None = None, t_host: float = math.nan) -> np.ndarray:
-        self.set_frame(jpeg)
+    def act(self, telemetry: Any, frames: Any = None, t_host: float = math.nan) -> np.ndarray:
+        if isinstance(frames, dict):
+            for name, jpeg in frames.items():
+                self.set_frame(getattr(jpeg, "jpeg", jpeg), name)
+        else:
+            self.set_frame(frames)
         f = self.tracker.update(telemetry, t_host) if telemetry is not None else \
-            np.zeros(len(self.cfg.telemetry_fields), np.float32)
+            np.zeros(self.model.tel_mean.shape[0], np.float32)
         self._tel.appendleft(f)
         while len(self._tel) < self._tel.maxlen:  # type: ignore[operator]
             self._tel.append(self._tel[-1])  # clamp at the first sample, as in training
-        if self._img is None:
-            a = np.zeros(2)
+        if len(self._imgs) < len(self.cfg.cameras):
+            a = self.robot.idle_action(None if telemetry is None else telemetry_dict(telemetry))
         else:
             a = np.clip(self.execution.step(self._predict), -1.0, 1.0)
         if self.cfg.history:
@@ -157,10 +177,11 @@ class PolicyRunner:
         return a
 
     def _predict(self) -> np.ndarray:
-        """The model's chunk for the current inputs. Shape: (k, 2)."""
+        """The model's chunk for the current inputs. Shape: (k, A)."""
         self.queries += 1
         tel = torch.from_numpy(np.stack(self._tel))[None]
         past = torch.from_numpy(np.stack(self._past)[: self.cfg.history])[None] if self.cfg.history \
-            else torch.zeros(1, 0, 2)
+            else torch.zeros(1, 0, self.cfg.action_dim)
+        img = torch.cat([self._imgs[c] for c in self.cfg.cameras], dim=1)
         with torch.inference_mode():
-            return self.model(self._img, tel, past)[0].numpy().astype(np.float64)
+            return self.model(img, tel, past)[0].numpy().astype(np.float64)

@@ -32,9 +32,10 @@ from torch.utils.data import DataLoader, Dataset
 from realsim.distributed import DistConfig, trainer_kwargs
 from student.config import StudentConfig
 from student.dataset import StudentData, load_dataset
-from student.evaluate import DEFAULT_ENV, EvalResult, Evaluator
+from student.evaluate import EvalResult, Evaluator
 from student.model import StudentPolicy, frames_to_tensor
 from student.policy import checkpoint_dict, save_checkpoint
+from student.robots import robot_spec
 
 Log = Callable[[str], None]
 
@@ -52,7 +53,9 @@ class _Index(Dataset):
 
 
 class _Collate:
-    """Indices -> batch dict: img (B,3,h,w) [0,1], tel (B,H+1,F), past (B,H,2), chunk (B,k,2), mask (B,k)."""
+    """Indices -> batch dict: img (B,3C,h,w) [0,1], tel (B,H+1,F), past (B,H,A), chunk (B,k,A), mask (B,k).
+
+    Each camera's frame is delayed (the previous one shown) independently."""
 
     def __init__(self, data: StudentData, delay_prob: float, seed: int) -> None:
         self.data, self.delay_prob = data, delay_prob
@@ -60,9 +63,9 @@ class _Collate:
 
     def __call__(self, idx: list[int]) -> dict[str, torch.Tensor]:
         d, i = self.data, np.asarray(idx)
-        f = d.frame[i]
+        f = d.frame[i]  # (B, C)
         if self.delay_prob > 0:
-            late = (self.rng.random(len(i)) < self.delay_prob) & (f > d.frame_lo[i])
+            late = (self.rng.random(f.shape) < self.delay_prob) & (f > d.frame_lo[i])
             f = f - late
         return {"img": frames_to_tensor(d.frames[f]), "tel": torch.from_numpy(d.tel[i]),
                 "past": torch.from_numpy(d.past_actions[i]), "chunk": torch.from_numpy(d.chunk[i]),
@@ -90,15 +93,9 @@ _YIQ = torch.tensor([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.
 _RGB = torch.linalg.inv(_YIQ)
 
 
-def augment(img: torch.Tensor, cfg: StudentConfig, g: torch.Generator | None = None) -> torch.Tensor:
-    """Training augmentation of (B, 3, h, w) images in [0, 1]; colour jitter first."""
-    b = img.shape[0]
-
-    def u(lo: float, hi: float, *shape: int) -> torch.Tensor:
-        return lo + (hi - lo) * torch.rand(b, *shape, generator=g)
-
-    x = img.contiguous()  # channels_last is slower for these elementwise/pool ops
-    # colour: brightness, contrast, saturation, hue (rotation of the YIQ chroma), white balance
+def _colour_jitter(x: torch.Tensor, cfg: StudentConfig, u: Any, b: int) -> torch.Tensor:
+    """Brightness, contrast, saturation, hue (rotation of the YIQ chroma), white balance of
+    (B, 3, h, w) images."""
     x = x * u(1 - cfg.brightness, 1 + cfg.brightness, 1, 1, 1)
     gray = (x * _YIQ[0].view(1, 3, 1, 1)).sum(1, keepdim=True)
     x = (x - gray.mean((2, 3), keepdim=True)) * u(1 - cfg.contrast, 1 + cfg.contrast, 1, 1, 1) \
@@ -113,7 +110,26 @@ def augment(img: torch.Tensor, cfg: StudentConfig, g: torch.Generator | None = N
         rot[:, 1, 1], rot[:, 1, 2], rot[:, 2, 1], rot[:, 2, 2] = c, -s, s, c
         m = _RGB @ rot @ _YIQ  # (B, 3, 3)
         x = torch.bmm(m, x.reshape(b, 3, -1)).view_as(x)
-    x = x * u(1 - cfg.channel_gain, 1 + cfg.channel_gain, 3, 1, 1)
+    return x * u(1 - cfg.channel_gain, 1 + cfg.channel_gain, 3, 1, 1)
+
+
+def augment(img: torch.Tensor, cfg: StudentConfig, g: torch.Generator | None = None) -> torch.Tensor:
+    """Training augmentation of (B, 3C, h, w) images in [0, 1] (C cameras, each jittered on
+    its own: cameras differ in white balance and mounting); colour jitter first."""
+    if img.shape[1] > 3:
+        b0, c3, h0, w0 = img.shape
+        out = augment(img.contiguous().view(b0 * (c3 // 3), 3, h0, w0), cfg, g)
+        return out.contiguous().view(b0, c3, h0, w0).contiguous(memory_format=torch.channels_last)
+    b = img.shape[0]
+
+    def u(lo: float, hi: float, *shape: int) -> torch.Tensor:
+        return lo + (hi - lo) * torch.rand(b, *shape, generator=g)
+
+    x = img.contiguous()  # channels_last is slower for these elementwise/pool ops
+    if cfg.input_mode == "task_colors":  # colour masks: no colours left to jitter, only gains
+        x = x * u(1 - cfg.brightness, 1, 3, 1, 1)
+    else:
+        x = _colour_jitter(x, cfg, u, b)
     x = x.clamp(0, 1)
     # geometry: a small random shift (camera mounting, pitch)
     if cfg.shift_px > 0:
@@ -135,10 +151,15 @@ def augment(img: torch.Tensor, cfg: StudentConfig, g: torch.Generator | None = N
 
 
 # ---------------------------------------------------------------- module
-def chunk_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Masked L1 over (B, k, 2) chunks."""
+def chunk_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
+               weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Masked L1 over (B, k, A) chunks; `weights` (A,) per action dim (None: 1), normalised
+    to mean 1 so the loss keeps its scale."""
     m = mask.unsqueeze(-1).float()
-    return ((pred - target).abs() * m).sum() / (m.sum() * pred.shape[-1]).clamp_min(1.0)
+    err = (pred - target).abs() * m
+    if weights is not None:
+        err = err * (weights / weights.mean())
+    return err.sum() / (m.sum() * pred.shape[-1]).clamp_min(1.0)
 
 
 class StudentModule(L.LightningModule):
@@ -150,20 +171,21 @@ class StudentModule(L.LightningModule):
         self.policy.set_stats(tel_mean, tel_std)
         self.steps_per_epoch = steps_per_epoch
         self.gen = torch.Generator().manual_seed(cfg.seed + 1)
+        self.weights = torch.tensor(cfg.action_weights) if cfg.action_weights else None
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.policy(batch["img"], batch["tel"], batch["past"])
 
     def training_step(self, batch: dict[str, torch.Tensor], _: int) -> torch.Tensor:
         batch = {**batch, "img": augment(batch["img"], self.cfg, self.gen)}
-        loss = chunk_loss(self(batch), batch["chunk"], batch["mask"])
+        loss = chunk_loss(self(batch), batch["chunk"], batch["mask"], self.weights)
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True,
                  batch_size=len(batch["chunk"]))
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], _: int) -> None:
         pred = self(batch)
-        loss = chunk_loss(pred, batch["chunk"], batch["mask"])
+        loss = chunk_loss(pred, batch["chunk"], batch["mask"], self.weights)
         self.log("val_loss", loss, prog_bar=True, batch_size=len(batch["chunk"]))
         self.log("val_loss_first", (pred[:, 0] - batch["chunk"][:, 0]).abs().mean(),
                  batch_size=len(batch["chunk"]))
@@ -237,7 +259,8 @@ class ClosedLoopSelection(L.Callback):
 
 
 def check_input_resolution(cfg: StudentConfig, log: Log) -> None:
-    """Warn when the input is too coarse for the cone (`realsim.footprint`), before training.
+    """Warn when the input is too coarse for the task's object (`realsim.footprint`: the
+    car's cone, the arm's red cube in the front camera), before training.
 
     Halving the input resolution once took success to zero: the cone, 1 to 3 m
     away at the start, is only a few input pixels. A warning, not an error: the
@@ -254,14 +277,15 @@ def check_input_resolution(cfg: StudentConfig, log: Log) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         rep = check_footprint(cfg.image_width, cfg.footprint_floor_px, n=cfg.footprint_samples,
-                              crop_rows=cfg.crop_rows)
+                              crop_rows=cfg.crop_rows, robot=cfg.robot)
+    thing = "cube" if cfg.robot == "arm" else "cone"
     for w in caught:
         log(f"warning: {w.message}")
     if getattr(rep, "warn", False):
-        warnings.warn(f"input {cfg.image_width} px: the cone is below {cfg.footprint_floor_px} px "
+        warnings.warn(f"input {cfg.image_width} px: the {thing} is below {cfg.footprint_floor_px} px "
                       "in more than 5 % of starts", stacklevel=2)
     else:
-        log(f"input {cfg.image_width} px: cone footprint median {getattr(rep, 'median', float('nan')):.0f} px, "
+        log(f"input {cfg.image_width} px: {thing} footprint median {getattr(rep, 'median', float('nan')):.0f} px, "
             f"5th percentile {getattr(rep, 'p5', float('nan')):.0f} px (floor {cfg.footprint_floor_px} px)")
 
 
@@ -295,14 +319,16 @@ def training_threads(asked: int) -> int:
 
 # ---------------------------------------------------------------- entry point
 def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfig, *,
-                  env_spec: str = DEFAULT_ENV, env_kwargs: dict[str, Any] | None = None,
+                  env_spec: str | None = None, env_kwargs: dict[str, Any] | None = None,
                   log: Log = print, tb_dir: str | Path | None = None,
                   final_eval: bool = True, init: str | Path | None = None,
                   dist: DistConfig | None = None) -> dict[str, Any]:
     """Train, select by closed-loop success, re-evaluate the selected checkpoint on fresh seeds.
 
-    env_kwargs: the evaluation environment's arguments (for the car: `params`, `residual`
-    of the corrected simulator; see `student.evaluate.corrected_sim_kwargs`).
+    env_spec: the evaluation environment ('module:callable'; None: the robot's task env).
+    env_kwargs: the evaluation environment's arguments (`params`, `residual` of the
+    corrected simulator; see `student.evaluate.corrected_sim_kwargs`). The arm's env
+    renders at the training data's frame size unless `image_size` is given.
     init: a student checkpoint file to fine-tune from: its weights and telemetry
     normalisation replace the fresh ones (its network must match `cfg`'s; the CLI starts
     `cfg` from the checkpoint's own config); None trains from scratch.
@@ -322,11 +348,16 @@ def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfi
     if len(val) == 0:
         val = train.subset(np.arange(min(len(train), 512)))
     mean, std = train.telemetry_stats()
+    env_spec = env_spec or robot_spec(cfg.robot).env_spec
+    env_kwargs = dict(env_kwargs or {})
+    if cfg.robot == "arm" and all_data.frame_size and env_spec == robot_spec("arm").env_spec:
+        env_kwargs.setdefault("image_size", (all_data.frame_size[1], all_data.frame_size[0]))
     log(f"train {len(train)} samples / val {len(val)} samples; loaded in {time.monotonic() - t_start:.0f} s")
     dm = ChunkDataModule(train, val, cfg)
     steps = max(1, len(train) // cfg.batch_size)
     module = StudentModule(cfg, mean, std, steps)
-    meta = {"data": [str(p) for p in data], "train_samples": len(train), "val_samples": len(val)}
+    meta = {"data": [str(p) for p in data], "train_samples": len(train), "val_samples": len(val),
+            "frame_size": list(all_data.frame_size) if all_data.frame_size else None}
     if init is not None:
         load_init_weights(module.policy, init)
         meta["init"] = str(init)

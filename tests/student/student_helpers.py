@@ -104,3 +104,36 @@ class FakeEnv:
 
     def verdict(self) -> tuple[int, float]:
         return int(self.ok >= 10), abs(self.x - 160) / 100
+
+
+def arm_log(path: str | Path, episodes: int = 2, steps: int = 30, seed: int = 0,
+            image_size: tuple[int, int] = (120, 160), cameras: tuple[str, ...] = ("front", "wrist"),
+            privileged: bool = True) -> Path:
+    """A sim log of the arm in the teach layout: the IK teacher in `ArmTaskEnv` for `steps`
+    control ticks per episode (25 Hz), telemetry per tick, frames of `cameras`, privileged/.
+
+    Small renders (`image_size`) keep it fast; the student resizes every frame anyway."""
+    from realsim.logs import LogWriter
+    from realsim.robots.arm.scene import ArmTaskEnv
+    from teacher.arm_ik import ArmTeacher
+
+    env = ArmTaskEnv(image_size=image_size)
+    teacher = ArmTeacher(1.0 / env.control_hz)
+    with LogWriter(path, robot="arm", source="sim") as w:
+        for e in range(episodes):
+            obs = env.reset(seed + e)
+            teacher.reset()
+            ep = w.begin_episode(driver="teacher", seed=seed + e)
+            for i in range(steps):
+                ep.add_sensors(obs.t, math.nan, **obs.telemetry)
+                for name, f in obs.frames.items():
+                    if name in cameras:
+                        ep.add_frame(name, f.t, f.jpeg)
+                a = np.asarray(teacher.act(env.privileged()), np.float64)
+                ep.add_command(obs.t, i, a)
+                obs = env.step(a)
+            if privileged:
+                ep.add_privileged("qpos", np.zeros((steps, 3)))
+            ep.close(success=1, score=0.0)
+    env.close()
+    return Path(path)
