@@ -233,7 +233,8 @@ class ArmRecorder:
 
 
 def _source(driver: Any, seconds: float, seed: int) -> Any:
-    """An action source: one given as an object, or ``excite:<signal>``."""
+    """An action source: one given as an object, ``excite:<signal>`` or ``policy:<checkpoint>``
+    (a student checkpoint of the arm, `student.deploy.PolicySource`)."""
     if not isinstance(driver, str):
         return driver
     kind, _, arg = driver.partition(":")
@@ -244,8 +245,17 @@ def _source(driver: Any, seconds: float, seed: int) -> Any:
         from hardware.sources import ExcitationSource
 
         return ExcitationSource(arg, lambda s, sd: arm_excitation(arg, s, sd), seconds, seed)
-    raise UserError(f"driver {driver!r}: record_arm builds only excite:<signal>; "
-                    "pass a policy or teleop source as an object")
+    if kind == "policy":
+        if not Path(arg).is_file():
+            raise UserError(f"policy:{arg}: no such checkpoint")
+        from student.deploy import PolicySource
+
+        src = PolicySource(arg)
+        if src.robot != "arm":
+            raise UserError(f"policy:{arg}: a policy for {src.robot}, not the arm")
+        return src
+    raise UserError(f"driver {driver!r}: record_arm builds excite:<signal> and policy:<checkpoint>; "
+                    "pass a teleop source as an object")
 
 
 def record_arm(port: str, camera_spec: str, control: str | None, episodes: int, seconds: float,
@@ -265,6 +275,8 @@ def record_arm(port: str, camera_spec: str, control: str | None, episodes: int, 
     if episodes < 1 or seconds <= 0 or rate_hz <= 0:
         raise UserError("record: --episodes, --seconds and --rate must be positive")
     source = _source(driver, seconds, seed)
+    if getattr(source, "robot", "arm") != "arm":  # e.g. a car's student checkpoint
+        raise UserError(f"{source.name}: a policy for {source.robot}, not the arm")
     out = Path(out)
     todo = episodes
     if out.exists():

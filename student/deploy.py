@@ -1,11 +1,13 @@
 """Running a trained student on a robot: the `policy:CKPT` driver and `realsim deploy`.
 
-`PolicySource(ckpt)` is an action source for `hardware.recorder.CarRecorder`
-(`name`, `begin(episode) -> seed`, `act(obs) -> action (2,)`): it feeds the
-latest telemetry and camera JPEG through `student.policy.PolicyRunner`, so the
-car sees exactly training's preprocessing and the checkpoint's execution
-strategy. `cmd_deploy(args)` records N episodes with it and prints the success
-rate from the world's JDG verdicts (emulator or lab judge) as its last line.
+`PolicySource(ckpt)` is an action source for `hardware.recorder.CarRecorder` and
+`hardware.arm_recorder.ArmRecorder` (`name`, `begin(episode) -> seed`,
+`act(obs) -> action (A,)`): it feeds the latest telemetry and camera JPEGs through
+`student.policy.PolicyRunner`, so the robot sees exactly training's preprocessing and
+the checkpoint's execution strategy. `cmd_deploy(args)` records N episodes with it
+(the car through `CarRecorder`, the arm through `hardware.arm_recorder.record_arm`) and
+prints the success rate from the world's JDG verdicts (emulator or lab judge) as its
+last line.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ class PolicySource:
     """`record --driver policy:CKPT`: a student checkpoint as an action source.
 
     act(obs): obs is a `hardware.recorder.Observation` (t, telemetry: Telemetry | None,
-    frame: (t_host, jpeg) | None). Returns Shape: (2,) [steer, throttle] in [-1, 1];
-    [0, 0] until the camera has delivered a first frame.
+    frame: (t_host, jpeg) | None) or a `hardware.arm_recorder.ArmObservation` (t, state:
+    ArmState | None, frames: {name: (t_host, jpeg) | None}). Returns Shape: (A,) in
+    [-1, 1] (the car's [steer, throttle], the arm's six normalised joint goals); the
+    robot's idle action until every camera the policy uses has delivered a frame.
     """
 
     def __init__(self, checkpoint: str | Path, threads: int = 1) -> None:
@@ -39,6 +43,7 @@ class PolicySource:
             torch.set_num_threads(threads)  # leave the other cores to the wire and camera threads
         self.checkpoint = Path(checkpoint)
         self.runner = PolicyRunner.from_checkpoint(self.checkpoint)
+        self.robot = self.runner.cfg.robot
         self.name = f"policy:{checkpoint}"
         self._warm_up()
 
@@ -47,10 +52,10 @@ class PolicySource:
         import torch
 
         cfg = self.runner.cfg
-        img = torch.zeros(1, 3, cfg.image_height, cfg.image_width)
-        tel = torch.zeros(1, cfg.history + 1, len(cfg.telemetry_fields))
+        img = torch.zeros(1, 3 * len(cfg.cameras), cfg.image_height, cfg.image_width)
+        tel = torch.zeros(1, cfg.history + 1, self.runner.model.tel_mean.shape[0])
         with torch.inference_mode():
-            self.runner.model(img, tel, torch.zeros(1, cfg.history, 2))
+            self.runner.model(img, tel, torch.zeros(1, cfg.history, cfg.action_dim))
 
     def begin(self, episode: int) -> int:
         self.runner.reset()
@@ -58,9 +63,11 @@ class PolicySource:
 
     def act(self, obs: Any) -> np.ndarray:
         tlm = obs.telemetry
-        jpeg = obs.frame[1] if obs.frame is not None else None
+        frames = getattr(obs, "frames", None)
+        if not isinstance(frames, dict):
+            frames = {self.runner.cfg.cameras[0]: obs.frame}
         t_host = float(getattr(tlm, "t_host", math.nan)) if tlm is not None else math.nan
-        return self.runner.act(tlm, jpeg, t_host=t_host)
+        return self.runner.act(tlm, frames, t_host=t_host)
 
     def close(self) -> None:
         pass
@@ -68,15 +75,18 @@ class PolicySource:
 
 def add_deploy_arguments(p: argparse.ArgumentParser) -> None:
     """`realsim deploy ROBOT --policy CKPT --port PORT --camera SRC [--control PORT] --episodes N --out FILE.h5`."""
-    p.add_argument("robot", help="rc_car")
+    p.add_argument("robot", help="rc_car or arm")
     p.add_argument("--policy", required=True, help="student checkpoint (realsim train-student --out)")
     p.add_argument("--port", required=True, help="serial port of the robot (or emulator)")
-    p.add_argument("--camera", required=True, help="camera source (URL, device index or file)")
-    p.add_argument("--control", help="control port (arm; unused for rc_car)")
+    p.add_argument("--camera", required=True, help="camera source(s) (URL, device index or file); "
+                   "the arm's as front=SRC,wrist=SRC")
+    p.add_argument("--control", help="control port for EPS/EPE/JDG (arm; unused for rc_car)")
     p.add_argument("--episodes", type=int, required=True)
     p.add_argument("--out", required=True, help="log file (HDF5), appended to")
-    p.add_argument("--seconds", type=float, default=10.0, help="episode length, s (the task's 10 s)")
-    p.add_argument("--rate", type=float, default=50.0, help="control rate, Hz")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="episode length, s (default: the task's window: car 10, arm 20)")
+    p.add_argument("--rate", type=float, default=None,
+                   help="control rate, Hz (default: the rate the policy was trained at: car 50, arm 25)")
 
 
 def judged_success(path: str | Path, names: list[str]) -> tuple[int, int]:
@@ -94,17 +104,32 @@ def judged_success(path: str | Path, names: list[str]) -> tuple[int, int]:
 
 
 def deploy(policy: str | Path, port: str, camera: str, episodes: int, out: str | Path, *,
-           robot: str = "rc_car", seconds: float = 10.0, rate: float = 50.0) -> tuple[list[str], int, int]:
-    """Record `episodes` episodes of the policy on the robot at `port`/`camera` into `out`.
+           robot: str = "rc_car", seconds: float | None = None, rate: float | None = None,
+           control: str | None = None) -> tuple[list[str], int, int]:
+    """Record `episodes` episodes of the policy on the robot at `port`/`camera` (and the
+    arm's `control` port) into `out`. seconds, rate: None for the robot's task window and
+    the policy's control rate.
 
     Returns (episode names, successes, judged episodes) from the JDG verdicts.
     """
+    from student.robots import robot_spec
+
+    spec = robot_spec(robot)
+    seconds = spec.seconds if seconds is None else seconds
+    rate = spec.control_hz if rate is None else rate
+    source = PolicySource(policy)
+    if source.robot != robot:
+        raise UserError(f"{policy}: a policy for {source.robot}, not {robot}")
+    if robot == "arm":
+        from hardware.arm_recorder import record_arm
+
+        names = record_arm(port, camera, control, episodes, seconds, source, out, rate_hz=rate)
+        return (names, *judged_success(out, names))
     from hardware.camera import CameraReader, parse_camera_spec
     from hardware.rc_car import RcCarDriver
     from hardware.recorder import CarRecorder
     from realsim.logs import LogReader, LogWriter
 
-    source = PolicySource(policy)
     out = Path(out)
     if out.exists():
         with LogReader(out) as r:
@@ -132,14 +157,16 @@ def deploy(policy: str | Path, port: str, camera: str, episodes: int, out: str |
 
 def cmd_deploy(a: argparse.Namespace) -> int:
     """Run the policy for N episodes on the robot, record them, print the JDG success rate last."""
-    if a.robot != "rc_car":
-        raise UserError(f"deploy {a.robot}: the student drives rc_car only (the arm is issue 7)")
-    if a.episodes < 1 or a.seconds <= 0 or a.rate <= 0:
+    from student.robots import robot_spec
+
+    robot_spec(a.robot)  # UserError: a robot the student does not drive
+    if a.episodes < 1 or (a.seconds is not None and a.seconds <= 0) or \
+            (a.rate is not None and a.rate <= 0):
         raise UserError("deploy: --episodes, --seconds and --rate must be positive")
     if not Path(a.policy).is_file():
         raise UserError(f"no such file: {a.policy}")
     names, wins, judged = deploy(a.policy, a.port, a.camera, a.episodes, a.out, robot=a.robot,
-                                 seconds=a.seconds, rate=a.rate)
+                                 seconds=a.seconds, rate=a.rate, control=getattr(a, "control", None))
     print(f"recorded {len(names)} episodes into {a.out}", file=sys.stderr)
     rate = f"{wins / judged:.3f}" if judged else "unknown"
     print(f"episodes={len(names)} judged={judged} success={rate}")
