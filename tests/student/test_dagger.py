@@ -15,10 +15,6 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from realsim.errors import UserError  # noqa: E402
-from realsim.logs import LogReader  # noqa: E402
-from realsim.randomization import Randomization  # noqa: E402
-from realsim.robots.rc_car.scene import CarTaskEnv  # noqa: E402
 from realsim.dagger import (  # noqa: E402
     DaggerConfig,
     dagger_round,
@@ -26,6 +22,10 @@ from realsim.dagger import (  # noqa: E402
     make_env,
     rollout_episode,
 )
+from realsim.errors import UserError  # noqa: E402
+from realsim.logs import LogReader  # noqa: E402
+from realsim.randomization import Randomization  # noqa: E402
+from realsim.robots.rc_car.scene import CarTaskEnv  # noqa: E402
 from teacher.pure_pursuit import PurePursuitTeacher  # noqa: E402
 from teacher.recoverability import gate_env, teacher_recovers  # noqa: E402
 
