@@ -28,7 +28,8 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
     p.add_argument("--out", required=True, help="residual checkpoint to write (torch, weights_only)")
     p.add_argument("--holdout", default="0.25",
                    help="held-out fraction (every 1/f-th episode) or episode names; reported, never trained on")
-    p.add_argument("--history", type=int, default=5, help="feature history length, periods (1: none)")
+    p.add_argument("--history", type=int, default=None,
+                   help="feature history length, periods (1: none; default: the robot's, rc_car 10, arm 5)")
     p.add_argument("--horizon", type=int, default=0,
                    help="periods the rollout loss back-propagates through before truncating "
                         "(0: the whole open-loop episode; with --anchor 1: the one-step loss)")
@@ -86,7 +87,7 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
     for f in a.logs:
         if not Path(f).is_file():
             raise UserError(f"no such log file: {f}")
-    if a.history < 1 or a.horizon < 0 or a.anchor < 0 or a.passes < 1 or a.epochs < 1 or a.batch < 1:
+    if (a.history is not None and a.history < 1) or a.horizon < 0 or a.anchor < 0 or a.passes < 1 or a.epochs < 1 or a.batch < 1:
         raise UserError("train-residual: --history, --passes, --epochs, --batch must be >= 1, --horizon and --anchor >= 0")
     io = robot_io(a.robot)
     if a.mode == "state" and not io.state_outputs:

@@ -34,7 +34,7 @@ import torch
 from dynamics.data import OBSERVED, feature_stats, linearise, load_episodes, replay_input, scales
 from realsim.distributed import DistConfig, is_global_zero, rank_zero_writer, trainer_kwargs
 from realsim.errors import UserError
-from realsim.residual import Residual, ResidualConfig, ResidualNet, save_residual
+from realsim.residual import Residual, ResidualConfig, ResidualNet, robot_io, save_residual
 from realsim.sim import HybridSim, load_params, split_state
 from sysid.data import LogEpisode, split_holdout
 from sysid.robot_adapter import get_adapter
@@ -56,7 +56,7 @@ class TrainConfig:
     logs: Sequence[str] = ()
     out: str = "residual.pt"
     holdout: str | None = "0.25"
-    history: int = 5
+    history: int | None = None  # feature history, periods; None: the robot's (RobotIO.history)
     period: int = 10
     hidden: tuple[int, ...] = (64, 64)
     mode: str = "force"
@@ -154,8 +154,9 @@ def train_residual(
     if not train:
         raise UserError("train-residual: no training episodes (all held out?)")
     try:
+        history = cfg.history if cfg.history is not None else robot_io(cfg.robot).history
         rcfg = ResidualConfig(
-            robot=cfg.robot, history=cfg.history, period=cfg.period, hidden=tuple(cfg.hidden),
+            robot=cfg.robot, history=history, period=cfg.period, hidden=tuple(cfg.hidden),
             mode=cfg.mode, outputs=tuple(cfg.outputs) if cfg.outputs is not None else None,
             max_out=dict(cfg.max_out) if cfg.max_out else None, structure=cfg.structure,
         )

@@ -2,7 +2,7 @@
 
     python experiments/residual_heldout.py --seed 3 --logs-dir /tmp/residual_heldout \
         [--per-driver 6] [--seconds 10] [--trials 60] [--passes 3] [--epochs 40] \
-        [--history 5] [--horizon 0] [--batch 4] [--max-out mz=0.6,fy=4]
+        [--history 10] [--horizon 0] [--batch 4] [--max-out mz=0.6,fy=4]
 
 1. records ``--per-driver`` episodes of every excitation driver (steps, chirp, prbs,
    smooth) from ``realsim emulate rc_car --seed N`` through ``realsim record`` (the user's
@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=60, help="realsim fit --trials")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=40)
-    ap.add_argument("--history", type=int, default=5)
+    ap.add_argument("--history", type=int, default=10, help="realsim train-residual --history (10: the car's default)")
     ap.add_argument("--horizon", type=int, default=0)
     ap.add_argument("--batch", type=int, default=4, help="realsim train-residual --batch")
     ap.add_argument("--max-out", default="", help="realsim train-residual --max-out (e.g. mz=0.6,fy=4)")

@@ -173,3 +173,24 @@ def test_residual_recovers_known_drag_law(tmp_path: Path) -> None:
     keep = np.abs(vx) > 0.5
     k_hat = float(np.sum(fx[keep] * x[keep]) / np.sum(x[keep] ** 2))
     assert abs(k_hat - K_DRAG) <= 0.1 * K_DRAG, k_hat
+
+
+def test_train_residual_default_history_is_the_robots(tmp_path: Path) -> None:
+    """No --history: the robot's own (the car 10 periods = 200 ms of commands, several
+    times its latency plus lag; the arm unchanged at 5)."""
+    import argparse
+
+    from dynamics.cli import add_train_residual_arguments
+    from dynamics.train import TrainConfig, train_residual
+    from realsim.residual import robot_io
+
+    a = add_train_residual_arguments(argparse.ArgumentParser()).parse_args(
+        ["rc_car", "--params", "p.yaml", "--logs", "x.h5", "--out", "r.pt"])
+    assert a.history is None and TrainConfig().history is None
+    assert robot_io("rc_car").history == 10 and robot_io("arm").history == 5
+    p = CarParams()
+    eps = [drag_law_episode(p, ep, K_DRAG, f"ep_{i:06d}") for i, ep in enumerate(_episodes(2, 1.0))]
+    cfg = TrainConfig(out=str(tmp_path / "h.pt"), holdout="0", passes=1, epochs=1, logdir=str(tmp_path / "tb"))
+    res = train_residual(cfg, episodes=eps, log=lambda s: None)
+    assert res.residual.cfg.history == 10
+    assert load_residual(tmp_path / "h.pt").cfg.history == 10
