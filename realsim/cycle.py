@@ -48,6 +48,7 @@ import numpy as np
 import yaml
 
 from realsim.errors import UserError
+from realsim.yamlfile import load_mapping
 
 # ----------------------------------------------------------------------------- config
 
@@ -124,14 +125,7 @@ class CycleConfig:
     @classmethod
     def from_yaml(cls, path: str | Path) -> CycleConfig:
         p = Path(path)
-        if not p.is_file():
-            raise UserError(f"no such file: {p}")
-        try:
-            raw = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise UserError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
-        if not isinstance(raw, dict):
-            raise UserError(f"{p}: expected a mapping at the top level")
+        raw = load_mapping(p, "a mapping at the top level")
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(raw) - known)
         if unknown:

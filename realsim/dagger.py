@@ -205,19 +205,13 @@ def gate_cut(n: int, recovers: Callable[[int], bool], every: int,
 
 
 def make_env(cfg: DaggerConfig) -> Any:
-    """The rendering environment, configured exactly as `teacher.generate` builds it."""
-    from realsim.randomization import Randomization
-    from realsim.robots.rc_car.params import CarParams
-    from realsim.robots.rc_car.scene import CarTaskEnv
+    """The rendering environment: the one `realsim teach rc_car` builds (its adapter, with
+    the default randomization), so rollouts see the teacher data's world."""
+    from teacher.generate import TeachConfig, robot_teach
 
-    return CarTaskEnv(
-        params=CarParams.from_dict(cfg.params) if cfg.params is not None else None,
-        randomization=Randomization(),
-        image_size=cfg.image_size,
-        control_hz=cfg.control_hz,
-        camera_fps=cfg.camera_fps,
-        residual=cfg.residual,
-    )
+    return robot_teach("rc_car").make_env(TeachConfig(
+        seed=cfg.seed, params=cfg.params, image_size=cfg.image_size, control_hz=cfg.control_hz,
+        camera_fps=cfg.camera_fps, residual=cfg.residual, robot="rc_car"))
 
 
 def rollout_episode(runner: Any, env: Any, cfg: DaggerConfig, index: int,

@@ -308,17 +308,10 @@ class StudentConfig:
         mapping at `path` (if given). A file naming another robot than `robot` is a UserError."""
         if path is None:
             return cls() if robot is None else cls.for_robot(robot)
-        import yaml
+        from realsim.yamlfile import load_mapping
 
         p = Path(path)
-        if not p.is_file():
-            raise UserError(f"no such config file: {p}")
-        try:
-            d = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise UserError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
-        if not isinstance(d, dict):
-            raise UserError(f"{p}: expected a mapping of config keys")
+        d = load_mapping(p, "a mapping of config keys", missing="no such config file")
         d = d.get("student", d)  # allow a `student:` section in a larger file
         if robot is not None and d.get("robot", robot) != robot:
             raise UserError(f"{p}: a config for {d.get('robot')!r}, not {robot}")

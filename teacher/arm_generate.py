@@ -88,17 +88,9 @@ class ArmTeach:
         return ArmParams.from_yaml(path).to_dict()
 
     def load_randomization(self, path: str) -> dict[str, Any]:
-        import yaml
+        from realsim.yamlfile import load_mapping
 
-        p = Path(path)
-        if not p.is_file():
-            raise UserError(f"no such file: {path}")
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise UserError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
-        if not isinstance(data, dict):
-            raise UserError(f"{path}: expected a mapping of randomization fields")
+        data = load_mapping(path, "a mapping of randomization fields")
         try:
             return self.randomization(data)
         except UserError as e:
