@@ -34,6 +34,9 @@ def input_height(width: int, crop_rows: Sequence[int] | None = None,
     return max(1, int(round(width * rows / cw)))
 
 
+ENCODERS = ("grid", "keypoints")
+"""`StudentConfig.encoder` choices (`student.model`)."""
+
 ARM_DEFAULTS: dict[str, Any] = {
     # what the arm changes from the car's defaults (the dataclass defaults are the car's);
     # experiments/student_arm.yaml spells out the same values
@@ -110,8 +113,18 @@ class StudentConfig:
     latest, so the policy tolerates a real camera's extra latency."""
 
     # ---- model ---------------------------------------------------------------------------
+    encoder: str = "grid"
+    """How a camera image becomes features. "grid": stride-2 convs, then a linear map of the
+    flattened grid (keeps where things are; the car's cone). "keypoints": convs that keep
+    half the input resolution, then a spatial soft-argmax per feature map (the expected
+    image position of each of `keypoints` learned features, as in Levine et al. 2016 and
+    robomimic): sub-pixel positions of small objects, with few weights. The arm's grid
+    student stopped 1-2 cm off the cube and pushed it away."""
+    keypoints: int = 32
+    """Feature maps, hence (x, y) keypoints, per camera of the "keypoints" encoder."""
     channels: tuple[int, ...] = (16, 32, 48, 64)
-    """CNN widths, one stride-2 conv each: small enough for CPU training at 50 Hz data."""
+    """CNN widths, one stride-2 conv each ("grid"; "keypoints" uses only the first stride):
+    small enough for CPU training at 50 Hz data."""
     feature_dim: int = 128
     """Image embedding size."""
     hidden_dim: int = 256
@@ -127,6 +140,7 @@ class StudentConfig:
     chunk L1 on the revolute joints was within 20 % of predicting qpos itself, and it froze
     mid-task in closed loop): the offset is what carries the information."""
     relative_scale: float = 0.5
+    """Largest offset from the measured position, on the [-1, 1] action scale."""
     tail: str = "mask"
     """Chunk entries past an episode's end: "mask" them out of the loss, or "hold" the last
     action (successful episodes only). The arm's teacher episodes end the moment the judge
@@ -135,7 +149,6 @@ class StudentConfig:
     action_weights: tuple[float, ...] = ()
     """Per action dim loss weights (empty: all 1). The arm's gripper is one binary decision
     (grasp, release) among five continuous joints; it weighs 2."""
-    """Largest offset from the measured position, on the [-1, 1] action scale."""
 
     # ---- execution -------------------------------------------------------------------------
     execution: str = "temporal_ensemble"
@@ -266,6 +279,10 @@ class StudentConfig:
             raise UserError(f"config: input_mode {self.input_mode!r} is not one of rgb, task_colors")
         if self.execution not in EXECUTIONS:
             raise UserError(f"config: execution {self.execution!r} is not one of {', '.join(EXECUTIONS)}")
+        if self.encoder not in ENCODERS:
+            raise UserError(f"config: encoder {self.encoder!r} is not one of {', '.join(ENCODERS)}")
+        if self.keypoints < 1:
+            raise UserError("config: keypoints must be >= 1")
         if self.chunk_len < 1:
             raise UserError("config: chunk_len must be >= 1")
         if not 1 <= self.execute_n <= self.chunk_len:

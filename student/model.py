@@ -45,6 +45,58 @@ class Encoder(nn.Module):
         return self.fc(self.conv(x))
 
 
+class KeypointEncoder(nn.Module):
+    """Image (B, 3, h, w) in [0, 1] -> (B, feature_dim), through K learned keypoints.
+
+    A 5x5 stride-2 conv (with the two CoordConv channels), then 3x3 convs that keep that
+    half resolution, a 1x1 conv to K maps, and a spatial soft-argmax per map (learned
+    temperature): the expected (x, y) in [-1, 1] of each map's activation, plus the map's
+    peak (is the thing there at all: the cube leaves the wrist camera's view). Positions
+    come out sub-pixel, which the grid encoder's strided flattening does not give.
+    Shape: the (B, 3K) keypoint vector -> linear -> (B, feature_dim).
+    """
+
+    def __init__(self, channels: tuple[int, ...], keypoints: int, feature_dim: int, h: int, w: int) -> None:
+        super().__init__()
+        widths = tuple(channels[:3]) if len(channels) >= 3 else tuple(channels) + (channels[-1],) * (3 - len(channels))
+        layers: list[nn.Module] = []
+        c_in = 5
+        for i, c in enumerate(widths):
+            k, stride = (5, 2) if i == 0 else (3, 1)
+            layers += [nn.Conv2d(c_in, c, k, stride=stride, padding=k // 2),
+                       nn.GroupNorm(min(8, c), c), nn.ReLU(inplace=True)]
+            c_in = c
+        layers.append(nn.Conv2d(c_in, keypoints, 1))
+        self.conv = nn.Sequential(*layers)
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, h), torch.linspace(-1, 1, w), indexing="ij")
+        self.register_buffer("coords", torch.stack([xs, ys])[None], persistent=False)
+        with torch.no_grad():
+            _, _, gh, gw = self.conv(torch.zeros(1, 5, h, w)).shape
+        gy, gx = torch.meshgrid(torch.linspace(-1, 1, gh), torch.linspace(-1, 1, gw), indexing="ij")
+        self.register_buffer("grid_xy", torch.stack([gx.flatten(), gy.flatten()], 1), persistent=False)
+        self.log_temp = nn.Parameter(torch.zeros(()))
+        self.fc = nn.Sequential(nn.Linear(3 * keypoints, feature_dim), nn.ReLU(inplace=True))
+
+    def keypoints(self, img: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(positions (B, K, 2) as (x, y) in [-1, 1], peaks (B, K)) of `img` (B, 3, h, w)."""
+        x = (img - 0.5) / 0.25
+        x = torch.cat([x, self.coords.expand(x.shape[0], -1, -1, -1)], dim=1)
+        m = self.conv(x).flatten(2)  # (B, K, gh*gw)
+        p = torch.softmax(m / self.log_temp.exp(), dim=-1)
+        return p @ self.grid_xy, m.amax(dim=-1)
+
+    def forward(self, img: torch.Tensor) -> torch.Tensor:
+        pos, peak = self.keypoints(img)
+        return self.fc(torch.cat([pos.flatten(1), peak], dim=1))
+
+
+def make_encoder(cfg: StudentConfig) -> nn.Module:
+    """The camera encoder `cfg.encoder` names ("grid" or "keypoints")."""
+    if cfg.encoder == "keypoints":
+        return KeypointEncoder(cfg.channels, cfg.keypoints, cfg.feature_dim, cfg.image_height, cfg.image_width)
+    return Encoder(cfg.channels, cfg.feature_dim, cfg.image_height, cfg.image_width)
+
+
 class StudentPolicy(nn.Module):
     """(img (B,3C,h,w) in [0,1], tel (B,H+1,F) raw features, past (B,H,A)) -> chunk (B,k,A) in [-1,1].
 
@@ -61,9 +113,7 @@ class StudentPolicy(nn.Module):
         self.cfg = cfg
         f = feature_width(cfg.telemetry_fields)
         a = cfg.action_dim
-        self.encoders = nn.ModuleList(
-            Encoder(cfg.channels, cfg.feature_dim, cfg.image_height, cfg.image_width)
-            for _ in cfg.cameras)
+        self.encoders = nn.ModuleList(make_encoder(cfg) for _ in cfg.cameras)
         self.register_buffer("tel_mean", torch.zeros(f))
         self.register_buffer("tel_std", torch.ones(f))
         n_in = cfg.feature_dim * len(cfg.cameras) + f * (cfg.history + 1) + a * cfg.history
