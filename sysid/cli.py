@@ -72,6 +72,7 @@ def cmd_fit(a: argparse.Namespace) -> int:
     cfg = FitConfig(robot=a.robot, logs=list(a.logs), out=a.out, trials=a.trials, storage=a.storage,
                     sampler=getattr(a, "sampler", "cmaes"), holdout=getattr(a, "holdout", None),
                     seed=getattr(a, "seed", 0), jobs=getattr(a, "jobs", 2), batch=getattr(a, "batch", 16),
+                    workers=getattr(a, "workers", None) or 1,
                     window=_window(a), search_seconds=getattr(a, "search_seconds", 20.0),
                     refine_seconds=getattr(a, "refine_seconds", 60.0),
                     refine_iters=getattr(a, "refine_iters", 9), init=getattr(a, "init", None), free=free)

@@ -46,6 +46,9 @@ class FitConfig:
     seed: int = 0
     jobs: int = 2
     batch: int = 16
+    # processes asking from this study at once (--workers): one CMA-ES generation is
+    # batch x workers trials, which they fill together (sysid.search)
+    workers: int = 1
     window: float = 2.5  # s; 0 = whole episodes from rest
     search_seconds: float = 20.0  # seconds of training data the global search replays per candidate
     refine_seconds: float = 60.0  # seconds of training data the least squares and intervals use
@@ -122,7 +125,8 @@ def run_fit(cfg: FitConfig, log: Callable[[str], None] = print) -> FitResult:
     key = hashlib.sha1(repr((cfg.robot, sorted(e.key for e in train), names, cfg.window,
                              cfg.search_seconds, prior)).encode()).hexdigest()[:10]
     storage = cfg.storage or f"sqlite:///{(out / 'study.db').resolve()}"
-    sampler = sr.make_sampler(cfg.sampler, cfg.seed, dict(zip(names, u0, strict=True)), cfg.batch)
+    sampler = sr.make_sampler(cfg.sampler, cfg.seed, dict(zip(names, u0, strict=True)), cfg.batch,
+                              cfg.workers)
     study = sr.open_study(storage, f"fit-{cfg.robot}-{key}", sampler)
     if not study.trials:
         study.enqueue_trial(dict(zip(names, u0, strict=True)))

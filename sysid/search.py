@@ -6,6 +6,14 @@ the fit directory by default), so a killed fit resumes where it stopped and
 several processes or machines can work on one study: each counts every
 completed trial of the study towards ``n_trials``. Trials a killed process left
 RUNNING stay so; they never count and the samplers ignore them.
+
+CMA-ES keeps its state in the study, not in a process: every trial carries the
+generation it was asked in, and the first ask after ``popsize`` trials of the
+current generation completed updates the distribution (and stores it in that
+trial) for all processes. With ``workers`` processes each asking ``batch`` at a
+time, a generation is therefore ``batch x workers`` trials: the processes fill
+it together. A popsize of ``batch`` would close a generation on the first
+batch told and drop the other processes' trials of it from the update.
 """
 
 from __future__ import annotations
@@ -23,16 +31,24 @@ SAMPLERS = ("cmaes", "tpe")
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def make_sampler(name: str, seed: int, x0: Mapping[str, float], popsize: int) -> optuna.samplers.BaseSampler:
-    """CMA-ES started at ``x0`` (normalised) or TPE (also CMA-ES's stand-in without ``cmaes``)."""
+def popsize(batch: int, workers: int = 1) -> int:
+    """One CMA-ES generation: the ``batch`` candidates of each of ``workers`` processes."""
+    return max(1, int(batch)) * max(1, int(workers))
+
+
+def make_sampler(name: str, seed: int, x0: Mapping[str, float], batch: int,
+                 workers: int = 1) -> optuna.samplers.BaseSampler:
+    """CMA-ES started at ``x0`` (normalised), one generation per ``batch x workers`` trials
+    (see the module note), or TPE (also CMA-ES's stand-in without ``cmaes``)."""
+    n = popsize(batch, workers)
     if name == "cmaes" and importlib.util.find_spec("cmaes") is None:
         print("sysid: the 'cmaes' package is not installed; searching with TPE", file=sys.stderr)
         name = "tpe"
     if name == "cmaes":
         return optuna.samplers.CmaEsSampler(x0=dict(x0), sigma0=0.2, seed=seed, n_startup_trials=0,
-                                            popsize=popsize, warn_independent_sampling=False)
+                                            popsize=n, warn_independent_sampling=False)
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(16, popsize * 2),
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(16, batch * 2),
                                           multivariate=True)
     raise UserError(f"--sampler {name!r}: expected one of {', '.join(SAMPLERS)}")
 

@@ -5,11 +5,16 @@ PostgreSQL URL that many machines share). Every process asks, evaluates and tell
 batches of candidates and counts *all* completed trials of the study towards
 ``--trials``, so N processes stop together at about ``--trials`` (each may overshoot by
 one batch). This module only starts the extra processes: the search itself is
-`sysid.search.run_search`, unchanged.
+`sysid.search.run_search`, unchanged. Every process, helpers included, keeps
+``--workers N``, so that each one's CMA-ES takes a generation of ``--batch`` x N trials
+that the N processes fill together (`sysid.search.make_sampler`); a helper is marked
+by its ``worker`` index (1..N-1) and starts no processes of its own.
 
 Workers on other machines need nothing from here: run the same ``realsim fit`` with the
 same ``--storage`` and the same logs on each (a different ``--seed`` per machine keeps
-the samplers from proposing the same candidates).
+the samplers from proposing the same candidates). Each of those sizes CMA-ES's first
+generation from its own ``--batch`` x ``--workers``; the first to close it stores the
+state, popsize included, in the study, and every process continues from that.
 
 The process the user started stays the one that writes OUT/params.yaml: it refines
 the best trial of the whole study. Each helper k writes its own (equal or worse,
@@ -64,11 +69,12 @@ def prepare_storage(url: str, tries: int = 6) -> None:
 
 
 def helper_options(a: argparse.Namespace, k: int, storage: str) -> dict[str, Any]:
-    """Options of helper ``k`` (1..N-1): the user's options with its own --out and
-    --seed, the shared --storage, and --workers 1."""
+    """Options of helper ``k`` (1..N-1): the user's options (--workers N included: the
+    study's generation size) with its own --out and --seed, the shared --storage, and
+    ``worker=k``, which keeps it from starting helpers of its own."""
     opts = {key: v for key, v in vars(a).items() if key not in _NOT_OPTIONS and not callable(v)}
     opts.update(out=str(Path(a.out) / "workers" / str(k)), storage=storage,
-                seed=int(getattr(a, "seed", 0) or 0) + 1000 * k, workers=1)
+                seed=int(getattr(a, "seed", 0) or 0) + 1000 * k, worker=k)
     return opts
 
 
@@ -108,15 +114,15 @@ class Helpers:
 def start_helpers(a: argparse.Namespace) -> Helpers:
     """Start ``a.workers - 1`` helper processes on ``a``'s study; pin ``a.storage``.
 
-    With ``--workers 1`` (the default) nothing starts and ``a`` is unchanged. Otherwise
-    ``a.storage`` is set to the shared URL (the sqlite default made explicit) so that
-    this process and its helpers open the same study.
+    With ``--workers 1`` (the default), or in a helper itself, nothing starts and ``a``
+    is unchanged. Otherwise ``a.storage`` is set to the shared URL (the sqlite default
+    made explicit) so that this process and its helpers open the same study.
     """
     n = getattr(a, "workers", None)
     n = 1 if n is None else int(n)
     if n < 1:
         raise UserError("fit: --workers must be >= 1")
-    if n == 1:
+    if n == 1 or getattr(a, "worker", 0):
         if a.storage and "://" in a.storage:  # shared storage: other machines may start now
             prepare_storage(a.storage)
         return Helpers([], [])
