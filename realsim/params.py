@@ -1,11 +1,11 @@
 """Named uncertain parameters of a robot: specs, a validated immutable set, YAML I/O.
 
-Shared by the robot folders: each defines its `ParamSpec` tuple and a subclass of
-`ParamSet` naming it (``SPECS``, ``ROBOT``)::
+Shared by the robot folders: each declares its `ParamSpec` tuple and a subclass of
+`ParamSet` naming it (``SPECS``, ``ROBOT``); everything else lives here::
 
-    class ArmParams(ParamSet):
+    class CarParams(ParamSet):
         SPECS = PARAMS
-        ROBOT = "arm"
+        ROBOT = "rc_car"
 
 `ParamSpec.applies` says where a quantity acts: ``"spec"`` (an MjSpec edit when the
 model is built; changing it needs a new MjModel), ``"actuation"`` (the command path
@@ -13,9 +13,9 @@ ahead of MuJoCo, numpy) or ``"sensor"`` (added to simulated sensor streams).
 
 A `ParamSet` holds one value per name; missing names take their nominal value. It is an
 immutable mapping, round-trips to YAML as ``{robot, params, [ci95], [identifiable],
-**extra}``, and keeps sysid's ``ci95`` / ``identifiable`` annotations. (The car's
-`CarParams` predates this module and has the same behaviour; it can become
-``class CarParams(ParamSet)`` with ``SPECS = PARAMS, ROBOT = "rc_car"``.)
+**extra}``, and keeps sysid's ``ci95`` / ``identifiable`` annotations. It reads both
+that form and the per-name entries ``{value, ci95, identifiable, ...}`` that
+`realsim fit` writes to params.yaml.
 """
 
 from __future__ import annotations
@@ -57,22 +57,35 @@ class ParamSet(Mapping[str, float]):
 
     SPECS: ClassVar[tuple[ParamSpec, ...]] = ()
     ROBOT: ClassVar[str] = ""
+    # SPECS by name, made once per subclass (name checks are on every construction)
+    _BY_NAME: ClassVar[dict[str, ParamSpec]] = {}
 
     __slots__ = ("_values", "ci95", "identifiable", "extra")
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls._BY_NAME = {p.name: p for p in cls.SPECS}
+        if len(cls._BY_NAME) != len(cls.SPECS):
+            raise ValueError(f"{cls.__name__}.SPECS: duplicate parameter names")
 
     # --- class-level views of SPECS ---------------------------------------------------------
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """Parameter names in SPECS order."""
-        return tuple(p.name for p in cls.SPECS)
+        return tuple(cls._BY_NAME)
+
+    @classmethod
+    def by_name(cls) -> dict[str, ParamSpec]:
+        """{name: ParamSpec} in SPECS order (a copy)."""
+        return dict(cls._BY_NAME)
 
     @classmethod
     def spec_of(cls, name: str) -> ParamSpec:
         """The ParamSpec called `name` (UserError if unknown)."""
-        for p in cls.SPECS:
-            if p.name == name:
-                return p
-        raise UserError(f"unknown parameter {name!r} (known: {', '.join(cls.names())})")
+        try:
+            return cls._BY_NAME[name]
+        except (KeyError, TypeError):
+            raise UserError(f"unknown parameter {name!r} (known: {', '.join(cls.names())})") from None
 
     @classmethod
     def spec_names(cls) -> tuple[str, ...]:

@@ -157,11 +157,6 @@ PARAMS: tuple[ParamSpec, ...] = (
     ),
 )
 
-PARAM_NAMES: tuple[str, ...] = tuple(p.name for p in PARAMS)
-PARAM_BY_NAME: dict[str, ParamSpec] = {p.name: p for p in PARAMS}
-SPEC_PARAMS: tuple[str, ...] = tuple(p.name for p in PARAMS if p.applies == "spec")
-
-
 class ArmParams(ParamSet):
     """A complete, validated set of the arm's uncertain parameters (see `realsim.params`)."""
 
@@ -187,14 +182,14 @@ class ArmParams(ParamSet):
 LEGACY_SHARED = ("stall_torque", "no_load_speed")
 """Parameter names of the one-value-for-all-servos model, accepted on input."""
 
+PARAM_NAMES: tuple[str, ...] = ArmParams.names()
+PARAM_BY_NAME: dict[str, ParamSpec] = ArmParams.by_name()
+SPEC_PARAMS: tuple[str, ...] = ArmParams.spec_names()
+param_table = ArmParams.table
+
 
 def servo_values(params: Mapping[str, float], name: str) -> np.ndarray:
     """Per-servo values of `name` ("stall_torque" or "no_load_speed"), JOINTS order.
 
     Shape: (6,)."""
     return np.array([params[f"{name}_{j}"] for j in C.JOINTS], dtype=np.float64)
-
-
-def param_table() -> str:
-    """The parameter table as Markdown (for docs and reports)."""
-    return ArmParams.table()
