@@ -6,19 +6,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 
-def run(
-    seed: int = 0,
-    reality: str | None = None,
-    camera_port: int = 0,
-    ready: Callable[[str], object] = print,
-) -> None:
-    """Run the emulated arm until SIGINT/SIGTERM; see `hardware.emulators.arm.emulator.run`."""
-    from hardware.emulators.arm.emulator import run as _run
+def __getattr__(name: str) -> Any:
+    """``run`` (`hardware.emulators.arm.emulator.run`) is imported on first use."""
+    if name == "run":
+        from hardware.emulators.arm.emulator import run
 
-    _run(seed=seed, reality=reality, camera_port=camera_port, ready=ready)
+        return run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["run"]

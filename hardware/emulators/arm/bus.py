@@ -10,17 +10,16 @@ does: a servo that stops answering, a wrong checksum on every N-th reply,
 corrupted (truncated or garbled) replies, noise bytes before a reply.
 
 `PtyServoBus` serves a `ServoBus` on a fresh pseudo-terminal from a thread:
-the tests use it to speak to the bus through real ptys with pyserial.
+the tests use it to speak to the bus through real ptys with pyserial (`open_pty`
+and `pty_write` are `hardware.emulators.frontend`'s, re-exported here).
 """
 
 from __future__ import annotations
 
 import os
 import select
-import termios
 import threading
 import time
-import tty
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,10 @@ from typing import Any
 import numpy as np
 
 from hardware import feetech
+from hardware.emulators.frontend import close_fds, open_pty, pty_write
 from hardware.feetech import Bad, Packet, StatusParser
+
+__all__ = ["BusFaults", "PtyServoBus", "ServoBus", "open_pty", "pty_write"]
 
 ANGLE_MIN = 9  #: Min_Angle_Limit register (2 bytes)
 ANGLE_MAX = 11  #: Max_Angle_Limit register (2 bytes)
@@ -51,34 +53,6 @@ class BusFaults:
     checksum_every: int = 0
     corrupt_every: int = 0
     garbage_every: int = 0
-
-
-def open_pty(baud: int = termios.B1000000) -> tuple[int, int, str]:
-    """A raw pseudo-terminal: (master fd, non-blocking; slave fd, kept open; slave path)."""
-    master, slave = os.openpty()
-    tty.setraw(slave)  # no echo, no CR/NL translation
-    attrs = termios.tcgetattr(slave)
-    attrs[4] = attrs[5] = baud
-    termios.tcsetattr(slave, termios.TCSANOW, attrs)
-    os.set_blocking(master, False)
-    return master, slave, os.ttyname(slave)
-
-
-def pty_write(master: int, slave: int, data: bytes) -> bool:
-    """Write to a pty master; when nobody drains the slave, drop its stale input (as USB would)."""
-    for attempt in range(2):
-        try:
-            os.write(master, data)
-            return True
-        except BlockingIOError:
-            if attempt == 0:
-                try:
-                    termios.tcflush(slave, termios.TCIFLUSH)
-                except termios.error:
-                    pass
-        except OSError:
-            return False
-    return False
 
 
 class ServoBus:
@@ -253,11 +227,7 @@ class PtyServoBus:
         """Stop the thread and close the pty."""
         self._stop.set()
         self._thread.join(timeout=1.0)
-        for fd in (self.master, self.slave):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_fds((self.master, self.slave))
 
     def __enter__(self) -> str:
         return self.start()

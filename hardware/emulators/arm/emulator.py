@@ -20,29 +20,27 @@ Threads:
 - the HTTP servers' threads serve the streams and ``/stats`` (on the front
   camera's server): bus and control counters, injected faults, episode
   verdicts. The true parameters are never served.
+
+Ptys, the camera process and thread, the servers and the run loop are
+`hardware.emulators.frontend`'s, shared with the car.
 """
 
 from __future__ import annotations
 
 import bisect
-import copy
-import multiprocessing
-import os
 import select
-import signal
-import sys
 import termios
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 import realsim
 from hardware import feetech, nmea
-from hardware.emulators.arm.bus import ServoBus, open_pty, pty_write
+from hardware.emulators.arm.bus import ServoBus
 from hardware.emulators.arm.reality import (
     RAD_PER_COUNT,
     ArmReality,
@@ -51,6 +49,7 @@ from hardware.emulators.arm.reality import (
     joint_to_motor,
     sample_scene,
 )
+from hardware.emulators.frontend import CameraProcess, FrontEnd, pty_read, pty_write, run_emulator
 from hardware.emulators.mjpeg import MjpegServer
 
 CAMERA_FPS = 30.0
@@ -65,77 +64,24 @@ Snapshot = tuple[np.ndarray, np.ndarray, float, "tuple[float, float] | None"]
 """What a camera frame shows: joints (6,), cube position (3,), cube yaw, square centre."""
 
 
-def _render_worker(conn: Any, seed: int) -> None:
-    """Child process: build the cameras, then turn snapshots into (front, wrist) JPEGs."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    try:
-        from hardware.emulators.arm.render import ArmCameras
+def _make_cameras(seed: int) -> Callable[[Snapshot], Sequence[bytes]]:
+    """Both cameras (in the camera process): a snapshot -> (front, wrist) JPEGs."""
+    from hardware.emulators.arm.render import ArmCameras  # OpenCV and the drawing: here only
 
-        cams = ArmCameras(seed)
-        conn.send("ready")
-        while True:
-            msg = conn.recv()
-            if msg is None:
-                break
-            front, wrist = cams.jpegs(*msg)
-            conn.send_bytes(front)
-            conn.send_bytes(wrist)
-    except (EOFError, OSError, KeyboardInterrupt):
-        pass
+    cams = ArmCameras(seed)
+    return lambda snap: cams.jpegs(*snap)
 
 
-class _Renderer:
-    """Both cameras in a child process; in the calling thread when no process can start."""
-
-    def __init__(self, seed: int) -> None:
-        self._local: Any = None
-        self._proc: Any = None
-        self._conn: Any = None
-        try:
-            ctx = multiprocessing.get_context("spawn")
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_render_worker, args=(child, seed), name="emu-arm-cameras",
-                               daemon=True)
-            proc.start()
-            child.close()
-            if not parent.poll(60.0) or parent.recv() != "ready":
-                raise OSError("camera process did not start")
-            self._proc, self._conn = proc, parent
-        except (OSError, EOFError, RuntimeError) as e:
-            print(f"emulate arm: cameras in-process ({e})", file=sys.stderr)
-            from hardware.emulators.arm.render import ArmCameras
-
-            self._local = ArmCameras(seed)
-
-    def jpegs(self, snap: Snapshot) -> tuple[bytes, bytes]:
-        """(front, wrist) JPEG bytes of one snapshot."""
-        if self._local is not None:
-            return self._local.jpegs(*snap)
-        self._conn.send(snap)
-        return self._conn.recv_bytes(), self._conn.recv_bytes()
-
-    def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.send(None)
-            except (OSError, ValueError):
-                pass
-            self._proc.join(2.0)
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join(1.0)
-            self._conn.close()
-            self._conn = None
-
-
-class ArmEmulator:
+class ArmEmulator(FrontEnd):
     """One emulated arm: `open` it, `serve` until `stop`, `close` it.
 
     Times: ``host`` = `time.monotonic` (s); ``t`` = reality time = host - t0 (s).
     """
 
+    label = "arm"
+
     def __init__(self, seed: int = 0, reality: str | None = None, camera_port: int = 0) -> None:
-        self.seed = int(seed)
+        super().__init__(seed)
         self.params = RealityParams.from_yaml(reality, self.seed)
         self.arm = ArmReality(self.params, self.seed)
         self.t0 = time.monotonic()
@@ -145,18 +91,12 @@ class ArmEmulator:
         self.reader = nmea.LineReader(nmea.HOST_TO_CAR)
         self.front = MjpegServer("127.0.0.1", camera_port)
         self.wrist = MjpegServer("127.0.0.1", camera_port + 1 if camera_port else 0)
-        self.camera: _Renderer | None = None
-        self.episode: int | None = None
         self._bus_fd = self._bus_slave = self._ctl_fd = self._ctl_slave = -1
         self.bus_path = self.control_path = ""
         self._hist: deque[tuple[float, Snapshot]] = deque(maxlen=64)
         self._hist_lock = threading.Lock()
-        self._lock = threading.Lock()
-        self.stats: dict[str, Any] = {"bus_bytes_in": 0, "bus_write_dropped": 0, "jdg_sent": 0,
-                                      "frames_published": 0, "control_lines_dropped": 0,
-                                      "episodes": {}}
-        self._stop = threading.Event()
-        self._cam_thread: threading.Thread | None = None
+        self.stats = {"bus_bytes_in": 0, "bus_write_dropped": 0, "jdg_sent": 0,
+                      "frames_published": 0, "control_lines_dropped": 0, "episodes": {}}
 
     def _init_registers(self) -> None:
         """Angle limits (registers 9, 11) from the joint limits; present = home."""
@@ -175,44 +115,16 @@ class ArmEmulator:
 
     def open(self) -> str:
         """Open the ptys and the camera servers, start the cameras; return the ready line."""
-        self.camera = _Renderer(self.seed)
-        self._bus_fd, self._bus_slave, self.bus_path = open_pty()
-        self._ctl_fd, self._ctl_slave, self.control_path = open_pty(baud=termios.B115200)
-        self.front.add_json_route("/stats", self.snapshot)
-        self.front.start()
-        self.wrist.add_json_route("/stats", self.snapshot)
-        self.wrist.start()
+        self.camera = CameraProcess(_make_cameras, (self.seed,), 2, "emu-arm-cameras", self.label)
+        self._bus_fd, self._bus_slave, self.bus_path = self.open_pty()
+        self._ctl_fd, self._ctl_slave, self.control_path = self.open_pty(termios.B115200)
+        self.serve_cameras([self.front, self.wrist])
         self.t0 = time.monotonic()
         self.bus.t0 = self.t0
         self._record()
-        self._cam_thread = threading.Thread(target=self._camera_loop, name="emu-arm-cameras",
-                                            daemon=True)
-        self._cam_thread.start()
+        self.start_camera_thread(CAMERA_FPS, self._frame)
         return (f"port={self.bus_path} camera=front={self.front.url},wrist={self.wrist.url} "
                 f"control={self.control_path}")
-
-    def close(self) -> None:
-        """Stop the cameras, close the servers and the ptys. Idempotent."""
-        self._stop.set()
-        if self._cam_thread is not None:
-            self._cam_thread.join(timeout=2.0)
-            self._cam_thread = None
-        if self.camera is not None:
-            self.camera.close()
-            self.camera = None
-        self.front.close()
-        self.wrist.close()
-        for fd in (self._bus_fd, self._bus_slave, self._ctl_fd, self._ctl_slave):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self._bus_fd = self._bus_slave = self._ctl_fd = self._ctl_slave = -1
-
-    def stop(self) -> None:
-        """Ask `serve` to return (thread- and signal-safe)."""
-        self._stop.set()
 
     # -- device loop ------------------------------------------------------------------------------
 
@@ -236,11 +148,8 @@ class ArmEmulator:
                 next_hist = now + HISTORY_S
 
     def _read_bus(self) -> None:
-        try:
-            data = os.read(self._bus_fd, 4096)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
+        data = pty_read(self._bus_fd)
+        if not data:
             return
         self.stats["bus_bytes_in"] += len(data)
         out = self.bus.handle(data)
@@ -268,9 +177,8 @@ class ArmEmulator:
             self.arm.set_goal(j, feetech.sign_magnitude(regs[42] | regs[43] << 8, 15))
 
     def _read_control(self, now: float) -> None:
-        try:
-            data = os.read(self._ctl_fd, 4096)
-        except (BlockingIOError, InterruptedError, OSError):
+        data = pty_read(self._ctl_fd)
+        if not data:
             return
         for m in self.reader.feed(data):
             if m.type == "EPS":
@@ -331,44 +239,21 @@ class ArmEmulator:
         i = bisect.bisect_right([h[0] for h in hist], t) - 1
         return hist[max(i, 0)][1]
 
-    def _camera_loop(self) -> None:
+    def _frame(self) -> None:
+        """Both cameras' frames of the world one camera latency ago, published."""
         assert self.camera is not None
-        period = 1.0 / CAMERA_FPS
-        nxt = time.monotonic()
-        while not self._stop.is_set():
-            snap = self._snapshot_at(time.monotonic() - self.t0 - self.params.cam_latency)
-            try:
-                front, wrist = self.camera.jpegs(snap)
-            except (EOFError, OSError, ValueError) as e:
-                if not self._stop.is_set():
-                    print(f"emulate arm: cameras stopped: {type(e).__name__}: {e}", file=sys.stderr)
-                return
-            except Exception as e:  # a drawing bug must not take the bus down
-                print(f"emulate arm: camera: {type(e).__name__}: {e}", file=sys.stderr)
-                self._stop.wait(period)
-                continue
-            self.front.publish(front)
-            self.wrist.publish(wrist)
-            with self._lock:
-                self.stats["frames_published"] += 1
-            nxt += period
-            delay = nxt - time.monotonic()
-            if delay < -period:
-                nxt = time.monotonic()
-            elif delay > 0:
-                self._stop.wait(delay)
+        snap = self._snapshot_at(time.monotonic() - self.t0 - self.params.cam_latency)
+        front, wrist = self.camera.frames(snap)
+        self.front.publish(front)
+        self.wrist.publish(wrist)
+        with self._lock:
+            self.stats["frames_published"] += 1
 
     # -- stats --------------------------------------------------------------------------------------
 
-    def snapshot(self) -> dict[str, Any]:
-        """A copy of the counters (served as ``GET /stats``)."""
-        with self._lock:
-            s = copy.deepcopy(self.stats)
-        s["bus"] = dict(self.bus.stats)
-        s["uptime_s"] = round(time.monotonic() - self.t0, 3)
-        s["seed"] = self.seed
-        s["episode_open"] = self.episode
-        return s
+    def more_stats(self) -> dict[str, Any]:
+        """``bus``: the servo bus's counters (`ServoBus.stats`)."""
+        return {"bus": dict(self.bus.stats)}
 
 
 def run(
@@ -387,23 +272,4 @@ def run(
     ``camera_port`` 0 picks free ports (else front on it, wrist on the next).
     ``ready`` gets ``port=<bus> camera=front=<url>,wrist=<url> control=<pty>`` once.
     """
-    emu = ArmEmulator(seed=seed, reality=reality, camera_port=camera_port)
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: emu.stop())
-    old_switch = sys.getswitchinterval()
-    sys.setswitchinterval(0.0005)  # the device loop wins the GIL from HTTP threads quickly
-    try:
-        line = emu.open()
-        ready(line)
-        try:
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
-        emu.serve()
-    finally:
-        emu.close()
-        sys.setswitchinterval(old_switch)
-        for sig, h in previous.items():
-            signal.signal(sig, h)
+    run_emulator(ArmEmulator(seed=seed, reality=reality, camera_port=camera_port), ready)

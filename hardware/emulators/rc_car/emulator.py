@@ -22,30 +22,28 @@ Threads:
   (counters, compared by tests against what a recorder logged). The true
   parameters are never served: nothing on the host side may read them, so a
   fit can only learn them from the wire, as with a real car.
+
+The pty, the camera process and thread, the server and the run loop are
+`hardware.emulators.frontend`'s, shared with the arm.
 """
 
 from __future__ import annotations
 
 import bisect
-import copy
 import math
-import multiprocessing
-import os
 import select
-import signal
-import sys
 import termios
 import threading
 import time
-import tty
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 import realsim
 from hardware import nmea
+from hardware.emulators.frontend import CameraProcess, FrontEnd, pty_read, pty_write, run_emulator
 from hardware.emulators.mjpeg import MjpegServer
 from hardware.emulators.rc_car.reality import DT, CarReality, RealityParams
 from hardware.emulators.rc_car.render import CarCamera
@@ -65,93 +63,35 @@ FLAG_BATTERY_LOW = 2
 FLAG_EPISODE = 4
 
 
-def _render_worker(conn: Any, params: RealityParams, seed: int) -> None:
-    """Child process: build the camera, then turn (pose, scene) requests into JPEG bytes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    try:
-        cam = CarCamera(params, seed)
-        conn.send("ready")
-        while True:
-            msg = conn.recv()
-            if msg is None:
-                break
-            pose, scene = msg
-            conn.send_bytes(cam.jpeg(pose, scene))
-    except (EOFError, OSError, KeyboardInterrupt):
-        pass
+def _make_camera(params: RealityParams, seed: int) -> Callable[[Any], Sequence[bytes]]:
+    """The front camera (in the camera process): (pose, scene) -> its one JPEG."""
+    cam = CarCamera(params, seed)
+    return lambda request: (cam.jpeg(*request),)
 
 
-class _Renderer:
-    """The camera in its own process, so rendering never holds the device loop's GIL.
-
-    Falls back to rendering in the calling thread when a process cannot be started.
-    """
-
-    def __init__(self, params: RealityParams, seed: int) -> None:
-        self._params, self._seed = params, seed
-        self._local: CarCamera | None = None
-        self._proc: Any = None
-        self._conn: Any = None
-        try:
-            ctx = multiprocessing.get_context("spawn")
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=_render_worker, args=(child, params, seed), name="emu-rc-car-camera", daemon=True
-            )
-            proc.start()
-            child.close()
-            if not parent.poll(60.0) or parent.recv() != "ready":
-                raise OSError("camera process did not start")
-            self._proc, self._conn = proc, parent
-        except (OSError, EOFError, RuntimeError) as e:
-            print(f"emulate rc_car: camera in-process ({e})", file=sys.stderr)
-            self._local = CarCamera(params, seed)
-
-    def jpeg(self, pose: tuple[float, float, float], scene: Scene | None) -> bytes:
-        """One frame, as `CarCamera.jpeg`."""
-        if self._local is not None:
-            return self._local.jpeg(pose, scene)
-        self._conn.send((pose, scene))
-        return self._conn.recv_bytes()
-
-    def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.send(None)
-            except (OSError, ValueError):
-                pass
-            self._proc.join(2.0)
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join(1.0)
-            self._conn.close()
-            self._conn = None
-
-
-class RcCarEmulator:
+class RcCarEmulator(FrontEnd):
     """One emulated car: `open` it, `serve` until a stop event, `close` it.
 
     Times: ``host`` = `time.monotonic` (s); ``t`` = reality time = host - t0 (s);
     ``t_us`` = the microcontroller's clock (us, uint32, drifting, wraps).
     """
 
+    label = "rc_car"
+
     def __init__(self, seed: int = 0, reality: str | None = None, camera_port: int = 0) -> None:
-        self.seed = int(seed)
+        super().__init__(seed)
         self.params = RealityParams.from_yaml(reality, self.seed)
         self.car = CarReality(self.params, self.seed)
-        self.camera: _Renderer | None = None
         self.reader = nmea.LineReader(nmea.HOST_TO_CAR)
         self.server = MjpegServer("127.0.0.1", camera_port)
         self._rnd = np.random.default_rng([self.seed, 4])
         self._master = -1
         self._slave = -1
         self.port_path = ""
-        self.t0 = 0.0
         # microcontroller state
         self.ack = -1
         self.watchdog = True
         self._last_drv = -math.inf
-        self.episode: int | None = None
         self.judge: TaskJudge | None = None
         self.scene: Scene | None = None
         self._scene_gen = 0
@@ -159,8 +99,7 @@ class RcCarEmulator:
         self._hist: deque[tuple[float, float, float, float, Scene | None, int]] = deque(maxlen=256)
         self._hist_lock = threading.Lock()
         # counters
-        self._lock = threading.Lock()
-        self.stats: dict[str, Any] = {
+        self.stats = {
             "drv_received": 0,
             "hlo_received": 0,
             "stp_received": 0,
@@ -173,52 +112,19 @@ class RcCarEmulator:
             "episodes": {},
         }
         self._late: deque[float] = deque(maxlen=3000)  # TLM write time - deadline (s)
-        self._stop = threading.Event()
-        self._cam_thread: threading.Thread | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def open(self) -> str:
         """Open the pty and the camera server, start the camera; return the ready line."""
-        self.camera = _Renderer(self.params, self.seed)
-        master, slave = os.openpty()
-        tty.setraw(slave)  # no echo, no CR/NL translation, bytes pass as they are
-        attrs = termios.tcgetattr(slave)
-        attrs[4] = attrs[5] = termios.B115200
-        termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        os.set_blocking(master, False)
-        self._master, self._slave = master, slave
-        self.port_path = os.ttyname(slave)
-        self.server.add_json_route("/stats", self.snapshot)
-        self.server.start()
+        self.camera = CameraProcess(_make_camera, (self.params, self.seed), 1, "emu-rc-car-camera",
+                                    self.label)
+        self._master, self._slave, self.port_path = self.open_pty(termios.B115200)
+        self.serve_cameras([self.server])
         self.t0 = time.monotonic()
         self._record_pose()
-        self._cam_thread = threading.Thread(
-            target=self._camera_loop, name="emu-camera", daemon=True
-        )
-        self._cam_thread.start()
+        self.start_camera_thread(CAMERA_FPS, self._frame)
         return f"port={self.port_path} camera={self.server.url}"
-
-    def close(self) -> None:
-        """Stop the camera, close the server and the pty. Idempotent."""
-        self._stop.set()
-        if self._cam_thread is not None:
-            self._cam_thread.join(timeout=2.0)
-            self._cam_thread = None
-        if self.camera is not None:
-            self.camera.close()
-        self.server.close()
-        for fd in (self._master, self._slave):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self._master = self._slave = -1
-
-    def stop(self) -> None:
-        """Ask `serve` to return (thread- and signal-safe)."""
-        self._stop.set()
 
     # -- clocks -------------------------------------------------------------------------------
 
@@ -253,12 +159,7 @@ class RcCarEmulator:
                 k = int((time.monotonic() - self.t0) * TELEMETRY_HZ) + 1
 
     def _read_host(self) -> None:
-        try:
-            data = os.read(self._master, 4096)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            return
+        data = pty_read(self._master)
         if not data:
             return
         msgs = self.reader.feed(data)
@@ -270,19 +171,7 @@ class RcCarEmulator:
             self.stats["lines_dropped_total"] = self.reader.dropped
 
     def _write(self, line: bytes) -> bool:
-        for attempt in range(2):
-            try:
-                os.write(self._master, line)
-                return True
-            except BlockingIOError:
-                if attempt == 0:  # nobody reads the port: old bytes are lost, as on USB
-                    try:
-                        termios.tcflush(self._slave, termios.TCIFLUSH)
-                    except termios.error:
-                        pass
-            except OSError:
-                return False
-        return False
+        return pty_write(self._master, self._slave, line)  # nobody reads: old bytes are lost
 
     def _handle(self, m: nmea.Message, now: float) -> None:
         t = now - self.t0
@@ -419,50 +308,25 @@ class RcCarEmulator:
             return (a[1] + f * (b[1] - a[1]), a[2] + f * (b[2] - a[2]), a[3] + f * dyaw), a[4]
         return (a[1], a[2], a[3]), a[4]
 
-    def _camera_loop(self) -> None:
+    def _frame(self) -> None:
+        """One camera frame of the world one camera latency ago, published."""
         assert self.camera is not None
-        period = 1.0 / CAMERA_FPS
-        nxt = time.monotonic()
-        while not self._stop.is_set():
-            now = time.monotonic()
-            pose, scene = self._pose_at(now - self.t0 - self.params.cam_latency)
-            try:
-                jpeg = self.camera.jpeg(pose, scene)
-            except (EOFError, OSError, ValueError) as e:  # the camera process went away
-                if not self._stop.is_set():
-                    print(f"emulate rc_car: camera stopped: {type(e).__name__}: {e}", file=sys.stderr)
-                return
-            except Exception as e:  # a renderer bug must not take the serial side down
-                print(f"emulate rc_car: camera: {type(e).__name__}: {e}", file=sys.stderr)
-                self._stop.wait(period)
-                continue
-            self.server.publish(jpeg)
-            with self._lock:
-                self.stats["frames_published"] += 1
-            nxt += period
-            delay = nxt - time.monotonic()
-            if delay < -period:
-                nxt = time.monotonic()
-            elif delay > 0:
-                self._stop.wait(delay)
+        pose, scene = self._pose_at(time.monotonic() - self.t0 - self.params.cam_latency)
+        (jpeg,) = self.camera.frames((pose, scene))
+        self.server.publish(jpeg)
+        with self._lock:
+            self.stats["frames_published"] += 1
 
     # -- stats --------------------------------------------------------------------------------
 
-    def snapshot(self) -> dict[str, Any]:
-        """A copy of the counters (served as ``GET /stats``)."""
-        with self._lock:
-            s = copy.deepcopy(self.stats)
+    def more_stats(self) -> dict[str, Any]:
+        """``tlm_late_ms``: how late TLM lines left against their deadlines (ms)."""
         late = np.array(self._late) * 1e3
-        if late.size:
-            s["tlm_late_ms"] = {
-                "p50": round(float(np.percentile(late, 50)), 3),
-                "p99": round(float(np.percentile(late, 99)), 3),
-                "max": round(float(late.max()), 3),
-            }
-        s["uptime_s"] = round(time.monotonic() - self.t0, 3)
-        s["seed"] = self.seed
-        s["episode_open"] = self.episode
-        return s
+        if not late.size:
+            return {}
+        return {"tlm_late_ms": {"p50": round(float(np.percentile(late, 50)), 3),
+                                "p99": round(float(np.percentile(late, 99)), 3),
+                                "max": round(float(late.max()), 3)}}
 
 
 def run(
@@ -479,24 +343,4 @@ def run(
     ``camera_port`` 0 picks a free port. ``ready`` gets the line
     ``port=<pty path> camera=<url>`` exactly once, when both are up.
     """
-    emu = RcCarEmulator(seed=seed, reality=reality, camera_port=camera_port)
-    previous: dict[int, Any] = {}
-    in_main = threading.current_thread() is threading.main_thread()
-    if in_main:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: emu.stop())
-    old_switch = sys.getswitchinterval()
-    sys.setswitchinterval(0.0005)  # the device loop wins the GIL from HTTP threads quickly
-    try:
-        line = emu.open()
-        ready(line)
-        try:
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
-        emu.serve()
-    finally:
-        emu.close()
-        sys.setswitchinterval(old_switch)
-        for sig, h in previous.items():
-            signal.signal(sig, h)
+    run_emulator(RcCarEmulator(seed=seed, reality=reality, camera_port=camera_port), ready)
