@@ -1,9 +1,12 @@
 """Success rate of the privileged IK pick-and-place teacher in the randomized arm sim.
 
-    python experiments/arm_teacher_success.py --episodes 200 [--seed 0] [--fixed]
+    python experiments/arm_teacher_success.py --episodes 200 [--seed 0] [--fixed] [--action-noise S]
 
 Each episode: `ArmTaskEnv` (physics drawn over the datasheet ranges unless --fixed,
-cameras off), a fresh `ArmTeacher`, seed `episode_seed(seed, k)`. Prints one line per
+cameras off), a fresh `ArmTeacher`, seed `episode_seed(seed, k)`. --action-noise adds
+Gaussian noise of std S to every executed goal (the [-1, 1] scale), drawn as the student's
+robust evaluation draws it: the evaluation's noise must be one the teacher itself survives,
+or the closed-loop success it reports measures the noise, not the student. Prints one line per
 failure and, last, `success=<rate> n=<N> mean_score=<m> sim_time_per_episode=<s>`.
 """
 
@@ -23,6 +26,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fixed", action="store_true", help="nominal physics, no randomization")
+    ap.add_argument("--action-noise", type=float, default=0.0, help="std of noise on every goal")
     a = ap.parse_args()
     env = ArmTaskEnv(render=False, randomization=ArmRandomization.none() if a.fixed else None)
     teacher = ArmTeacher(1.0 / env.control_hz)
@@ -32,8 +36,12 @@ def main() -> None:
         seed = episode_seed(a.seed, k)
         env.reset(seed)
         teacher.reset()
+        rng = np.random.default_rng([seed, 77])  # as student.evaluate.run_episode
         while not env.done:
-            env.step(teacher.act(env.privileged()))
+            act = teacher.act(env.privileged())
+            if a.action_noise > 0:
+                act = act + a.action_noise * rng.standard_normal(act.shape)
+            env.step(np.clip(act, -1.0, 1.0))
         ok, score = env.verdict()
         wins += ok
         scores.append(score)
@@ -46,7 +54,7 @@ def main() -> None:
             )
     wall = time.time() - t0
     print(
-        f"success={wins / a.episodes:.4f} n={a.episodes} mean_score={np.mean(scores):.4f} "
+        f"success={wins / a.episodes:.4f} n={a.episodes} action_noise={a.action_noise} mean_score={np.mean(scores):.4f} "
         f"sim_time_per_episode={np.mean(sim_t):.2f} wall_s={wall:.0f}"
     )
 
