@@ -9,8 +9,12 @@ Read this file top to bottom to see the whole method. Each stage is one public
                   train   the student on robot-legal streams; select by closed-loop success
                   deploy  the student on the robot; success from the judge's verdicts
     iteration i   record  new excitation episodes (the deploy episodes are real data too)
-                  fit     system identification on every real log so far, warm-started
-                  residual learned dynamics on what the fitted simulator still gets wrong
+                  fit     system identification on every excitation recording so far
+                          (iterations 0..i), warm-started from the params in use; the new
+                          fit is adopted only if it is no worse than those on the fit's own
+                          validation episodes (`fit_decision`), else they stay in use
+                  residual learned dynamics on what the fitted simulator still gets wrong,
+                          from every real log so far, deploy episodes included
                   gap     open-loop error on the held-out episodes: nominal, fitted, +residual
                   teach   in the corrected simulator, randomisation centred on the fit
                   train   the student, fine-tuned from the previous one
@@ -24,6 +28,16 @@ beats fitted alone on the held-out episodes (`residual_decision`; the report say
 was used and why). With `candidate_episodes` > 0, train-student keeps every checkpoint
 it evaluated and each is deployed too, for the sim-vs-real rank correlation over
 candidates (the report's Spearman over the iterations' students is always there).
+
+Why the fit leaves the deploy episodes out (`fit_deploy_logs: false`, the default): they
+are closed loop, so the commands follow the state and excite little (the car's student
+cruises near top speed), they outnumber the excitation episodes (e.g. 8 to 3 an
+iteration) and crowd them out of the fit's data budget, and a student may drive the
+robot where the parametric model cannot follow an open-loop replay (the car spinning at
+7 rad/s on slippery tyres): one such episode dominated a least-squares fit and made
+iteration 2's fit worse on every excitation log and on the held-out set. What the
+fitted simulator misses there is the residual's job. The held-out episodes never enter
+the fit or the fit decision: they only measure.
 
 It stops at the target success or after N iterations. A stage that finished
 left `stage.json` in its folder and is never run again; a stage that was killed
@@ -39,7 +53,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +117,10 @@ class CycleConfig:
     seed: int = 0  # every stage derives its seed from this and the iteration
     record: RecordConfig = field(default_factory=RecordConfig)
     fit_args: list[str] = field(default_factory=list)  # extra `realsim fit` options
+    # also fit the parameters on the deploy episodes (closed loop, poorly exciting, and
+    # possibly outside what the model can replay open loop: see the module note); the
+    # residual always gets them
+    fit_deploy_logs: bool = False
     residual: bool = True  # train and use the learned residual from iteration 1 on
     residual_args: list[str] = field(default_factory=list)
     teach_episodes: int = 200  # teacher episodes per iteration
@@ -211,9 +229,11 @@ def last_rate(line: str) -> float:
 # ----------------------------------------------------------------------------- the gap
 
 
-def dynamics_error(real: Path, pred: Path) -> dict[str, float]:
+def dynamics_error(real: Path, pred: Path, episodes: Collection[str] | None = None
+                   ) -> dict[str, float]:
     """Open-loop RMSE of a replay (`realsim replay`) against its log, the robot's gap
-    metrics (ROBOT_CYCLE[robot].metrics), over all its episodes; the robot is the log's.
+    metrics (ROBOT_CYCLE[robot].metrics), over all its episodes (or only those named in
+    `episodes`); the robot is the log's.
 
     rc_car: yaw rate (rad/s) and wheel speed (rad/s). arm: joint position of the five
     revolute joints (rad) and gripper opening (m)."""
@@ -222,18 +242,26 @@ def dynamics_error(real: Path, pred: Path) -> dict[str, float]:
     with LogReader(real) as r:
         robot = r.robot
     if robot == "arm":
-        return _arm_error(real, pred)
-    return _car_error(real, pred)
+        return _arm_error(real, pred, episodes)
+    return _car_error(real, pred, episodes)
 
 
-def _car_error(real: Path, pred: Path) -> dict[str, float]:
+def _names(pred: Path, episodes: Collection[str] | None) -> list[str]:
+    """The replay's episode names, restricted to `episodes` when given."""
+    from realsim.logs import LogReader
+
+    with LogReader(pred) as q:
+        return [n for n in q.episode_names if episodes is None or n in episodes]
+
+
+def _car_error(real: Path, pred: Path, episodes: Collection[str] | None = None) -> dict[str, float]:
     """The car's gap: RMSE of yaw rate and wheel speed (rad/s)."""
     from realsim.logs import LogReader
     from sysid.data import signals_of
 
     err: dict[str, list[float]] = {"yaw_rate": [], "wheel_speed": []}
     with LogReader(real) as r, LogReader(pred) as q:
-        for name in q.episode_names:
+        for name in _names(pred, episodes):
             a, b = r.episode(name), q.episode(name)
             fa = {k: a.sensors[k] for k in ("enc_rad", "yaw_rate", "accel")}
             fb = {k: b.sensors[k] for k in ("enc_rad", "yaw_rate", "accel")}
@@ -243,7 +271,7 @@ def _car_error(real: Path, pred: Path) -> dict[str, float]:
     return {k: float(np.sqrt(np.mean(v))) for k, v in err.items()}
 
 
-def _arm_error(real: Path, pred: Path) -> dict[str, float]:
+def _arm_error(real: Path, pred: Path, episodes: Collection[str] | None = None) -> dict[str, float]:
     """The arm's gap: RMSE of the measured joint positions, the five revolute joints
     together (rad), and of the gripper opening (m). The replay is on the log's sensor
     times (spec/cli.md); any other times are interpolated onto the log's.
@@ -253,7 +281,7 @@ def _arm_error(real: Path, pred: Path) -> dict[str, float]:
 
     sq: dict[str, list[np.ndarray]] = {"joint_pos": [], "gripper": []}
     with LogReader(real) as r, LogReader(pred) as q:
-        for name in q.episode_names:
+        for name in _names(pred, episodes):
             a, b = r.episode(name), q.episode(name)
             ta, qa = np.asarray(a.sensors.t), np.asarray(a.sensors["qpos"], dtype=np.float64)
             tb, qb = np.asarray(b.sensors.t), np.asarray(b.sensors["qpos"], dtype=np.float64)
@@ -266,6 +294,68 @@ def _arm_error(real: Path, pred: Path) -> dict[str, float]:
             for k, v in sq.items()}
 
 
+def error_ratio(base: dict[str, float], new: dict[str, float]) -> tuple[float | None, str]:
+    """How `new` errors compare with `base` ({metric: RMSE} each): the mean over metrics of
+    new / base (a ratio, so metrics of different units weigh alike; None when no metric
+    is comparable), and one line "metric base -> new, ..." for the report."""
+    ratios = {k: new[k] / base[k] for k in base
+              if k in new and base[k] > 0 and np.isfinite(base[k]) and np.isfinite(new[k])}
+    if not ratios:
+        return None, ""
+    return float(np.mean(list(ratios.values()))), ", ".join(
+        f"{k} {base[k]:.4g} -> {new[k]:.4g}" for k in ratios)
+
+
+def validation_episodes(params: Path) -> dict[str, list[str]]:
+    """The fit's own validation split, from its params.yaml (`fit.logs`): log file ->
+    the episodes `realsim fit` held out of fitting. Never the cycle's held-out episodes
+    (those are not given to the fit). The split is stable as logs are appended (every
+    4th episode of the logs in order), so the params in use before this fit never saw
+    these episodes either."""
+    raw = yaml.safe_load(Path(params).read_text()) or {}
+    logs = ((raw.get("fit") or {}).get("logs") or {})
+    return {f: list(v.get("heldout") or []) for f, v in logs.items() if v.get("heldout")}
+
+
+def fit_decision(robot: str, candidate: Path, incumbent: Path | None, d: Path,
+                 log_to: Path) -> dict[str, Any]:
+    """Adopt the new fit only if it is no worse than the params in use (`incumbent`;
+    None: nominal) on the fit's validation episodes (`validation_episodes`).
+
+    Both are replayed (`realsim replay`) on each validation log and scored with the gap
+    metric (`dynamics_error`) on the held-out-of-fitting episodes only, pooled over the
+    logs by episode count (Shape: per log {metric: RMSE} -> {metric: RMSE}). Adopted when
+    the mean ratio over metrics candidate / incumbent is <= 1 (as `residual_decision`),
+    or when there is no validation episode to judge by. Returns {"adopt": bool, "ratio",
+    "validation": {"candidate": .., "incumbent": ..}, "why": one line for the report}."""
+    val = validation_episodes(candidate)
+    base = "nominal" if incumbent is None else str(incumbent)
+    if not val:
+        return {"adopt": True, "ratio": None, "validation": {},
+                "why": "adopted (no validation episodes to compare with the params in use)"}
+    d.mkdir(parents=True, exist_ok=True)
+    sums: dict[str, dict[str, float]] = {"candidate": {}, "incumbent": {}}
+    n_total = 0
+    for k, (logf, names) in enumerate(sorted(val.items())):
+        for name, p in (("candidate", candidate), ("incumbent", incumbent)):
+            pred = d / f"{name}_{k}.h5"
+            realsim("replay", robot, "--log", logf, "--out", pred,
+                    *(["--params", str(p)] if p is not None else []), log_to=log_to)
+            for m, e in dynamics_error(Path(logf), pred, episodes=names).items():
+                sums[name][m] = sums[name].get(m, 0.0) + len(names) * e ** 2
+        n_total += len(names)
+    pooled = {v: {m: float(np.sqrt(x / n_total)) for m, x in e.items()} for v, e in sums.items()}
+    ratio, per = error_ratio(pooled["incumbent"], pooled["candidate"])
+    where = f"{n_total} validation episode(s) of the fit"
+    if ratio is None or ratio <= 1.0:
+        return {"adopt": True, "ratio": ratio, "validation": pooled,
+                "why": f"new fit adopted: no worse than {base} on {where} ({per}; mean ratio "
+                       f"{ratio if ratio is not None else float('nan'):.3f})"}
+    return {"adopt": False, "ratio": ratio, "validation": pooled,
+            "why": f"new fit rejected: worse than {base} on {where} ({per}; mean ratio "
+                   f"{ratio:.3f}); {base} kept"}
+
+
 def residual_decision(gap: dict[str, Any]) -> dict[str, Any]:
     """Use the residual for teach/train only if it helps on the held-out episodes.
 
@@ -276,11 +366,9 @@ def residual_decision(gap: dict[str, Any]) -> dict[str, Any]:
     f, fr = gap.get("fitted"), gap.get("fitted+residual")
     if not isinstance(f, dict) or not isinstance(fr, dict):
         return {"use": False, "ratio": None, "why": "no residual trained (or no fit yet)"}
-    ratios = {k: fr[k] / f[k] for k in f if k in fr and f[k] > 0 and np.isfinite(fr[k])}
-    if not ratios:
+    ratio, per = error_ratio(f, fr)
+    if ratio is None:
         return {"use": False, "ratio": None, "why": "no comparable held-out error"}
-    ratio = float(np.mean(list(ratios.values())))
-    per = ", ".join(f"{k} {f[k]:.4g} -> {fr[k]:.4g}" for k in ratios)
     if ratio < 1.0:
         return {"use": True, "ratio": ratio,
                 "why": f"fitted+residual beats fitted on held-out ({per}; mean ratio {ratio:.3f})"}
@@ -320,7 +408,8 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
     robot, R = cfg.robot, cfg.record
     rc = ROBOT_CYCLE[robot]
     assert R.drivers
-    real_logs: list[Path] = []  # every real log recorded so far (fit data)
+    real_logs: list[Path] = []  # every real log so far, deploy episodes too (residual data)
+    fit_logs: list[Path] = []  # the fit's: every excitation recording so far (module note)
     heldout = out / "heldout" / "heldout.h5"
     params: Path | None = None
     residual: Path | None = None
@@ -355,15 +444,25 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
         # -- reality: new excitation data
         rec = Stage(it / "record", log).run(lambda d, i=i: record_stage(d, i), keep_partial=True)
         real_logs += [Path(f) for f in rec["logs"]]
+        fit_logs += [Path(f) for f in rec["logs"]]
 
         # -- real to sim: fit, then the residual on what the fit still misses
         if i > 0:
-            fit = Stage(it / "fit", log).run(lambda d: {"params": realsim(
-                "fit", robot, "--logs", *real_logs, "--out", d, "--seed", cfg.seed + i,
-                *(["--init", str(params)] if params else []), *cfg.fit_args, log_to=d / "log.txt")})
-            params = Path(fit["params"])
-            row["params"] = _param_table(params)
-            if cfg.residual:
+            def fit_stage(d: Path, incumbent: Path | None = params, i: int = i) -> dict[str, Any]:
+                cand = Path(realsim("fit", robot, "--logs", *fit_logs, "--out", d, "--seed",
+                                    cfg.seed + i, *(["--init", str(incumbent)] if incumbent else []),
+                                    *cfg.fit_args, log_to=d / "log.txt"))
+                dec = fit_decision(robot, cand, incumbent, d / "decision", d / "log.txt")
+                kept = cand if dec["adopt"] else incumbent
+                return {"params": str(kept) if kept else None, "candidate": str(cand), **dec}
+
+            fit = Stage(it / "fit", log).run(fit_stage)
+            params = Path(fit["params"]) if fit["params"] else None
+            row["fit_why"] = fit.get("why", "new fit adopted (no decision recorded)")
+            log(f"  fit: {row['fit_why']}")
+            if params:
+                row["params"] = _param_table(params)
+            if cfg.residual and params:
                 res = Stage(it / "residual", log).run(lambda d: (realsim(
                     "train-residual", robot, "--params", params, "--logs", *real_logs,
                     "--out", d / "residual.ckpt", *cfg.residual_args, log_to=d / "log.txt"),
@@ -411,6 +510,8 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
             "--out", d / "deploy.h5", *cfg.deploy_args, log_to=d / "log.txt")), "log": str(d / "deploy.h5")},
             keep_partial=True)
         real_logs.append(Path(dep["log"]))
+        if cfg.fit_deploy_logs:
+            fit_logs.append(Path(dep["log"]))
         row["real_success"] = dep["success"]
 
         # -- optional: every evaluated candidate checkpoint on the robot too
@@ -515,6 +616,9 @@ def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]
     lines += ["", "Residual decision (teach and train use the residual only if fitted+residual "
               "beats fitted alone on the held-out episodes):", ""]
     lines += [f"- iteration {r['iteration']}: {r.get('residual_why', '-')}" for r in history]
+    lines += ["", "Fit decision (a new fit replaces the params in use only if it is no worse on "
+              "the fit's own validation episodes; the held-out episodes play no part):", ""]
+    lines += [f"- iteration {r['iteration']}: {r.get('fit_why', 'no fit')}" for r in history]
     def fmt(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.2f}"
 
@@ -534,7 +638,7 @@ def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]
     lines += ["", "Pixel check (the task object's footprint at the student's input, before "
               "training):", ""]
     lines += [f"- iteration {r['iteration']}: {r.get('pixel_check') or 'not recorded'}" for r in history]
-    last = history[-1]
+    last = next((r for r in reversed(history) if "params" in r), history[-1])
     if "params" in last:
         lines += ["", f"## Parameters after iteration {last['iteration']}", "",
                   "| parameter | value | 95 % interval | identifiable |", "|---|---|---|---|"]

@@ -82,6 +82,18 @@ def test_last_rate_reads_each_verbs_line() -> None:
         last_rate("episodes=20 judged=0")
 
 
+def test_dynamics_error_counts_only_the_named_episodes(tmp_path: Path, car_logs: Path) -> None:
+    """The fit decision scores the fit's validation episodes only: an error in another
+    episode of the same log must not count, and must count when that one is named."""
+    bad = tmp_path / "bad.h5"
+    shutil.copy(car_logs, bad)
+    with h5py.File(bad, "a") as f:
+        d = f["episodes"]["ep_000001"]["sensors"]["yaw_rate"]
+        d[...] = d[...] + 0.5
+    assert dynamics_error(car_logs, bad, episodes=["ep_000000"])["yaw_rate"] == 0.0
+    assert dynamics_error(car_logs, bad, episodes=["ep_000001"])["yaw_rate"] > 0.3
+
+
 def test_dynamics_error_is_zero_for_itself_and_sees_a_corrupted_replay(
         tmp_path: Path, car_logs: Path) -> None:
     """The gap metric: 0 for a log against itself; a corrupted copy shows up (checker test)."""
@@ -261,7 +273,8 @@ def test_arm_cycle_stage_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, h
     err = {"nominal": {"joint_pos": 0.05, "gripper": 0.004},
            "fitted": {"joint_pos": 0.02, "gripper": 0.002},
            "fitted_residual": {"joint_pos": 0.015 if helps else 0.03, "gripper": 0.002}}
-    monkeypatch.setattr(cyc, "dynamics_error", lambda real, pred: dict(err[Path(pred).stem]))
+    monkeypatch.setattr(cyc, "dynamics_error",
+                        lambda real, pred, episodes=None: dict(err[Path(pred).stem]))
     wire = ["--port", "/dev/pts/7", "--camera", "front=http://a,wrist=http://b",
             "--control", "/dev/pts/8"]
     student = cyc._iterate(cfg, tmp_path, wire, log=lambda m: None)
@@ -283,7 +296,7 @@ def test_arm_cycle_stage_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, h
         assert "--params" in c and ("--residual" in c) == helps
     assert "--init" in train1
     fit = calls[verbs.index("fit")]
-    assert sum(a.endswith(".h5") for a in fit) == 5  # 4 excitation logs + iteration 0's deploy
+    assert sum(a.endswith(".h5") for a in fit) == 4  # the 4 excitation logs, no deploy log
 
     rows = json.loads((tmp_path / "summary.json").read_text())
     assert [r["residual_used"] for r in rows] == [False, helps]
@@ -373,3 +386,89 @@ def test_tiny_arm_cycle_end_to_end(tmp_path: Path) -> None:
     assert len(rows[1]["candidates"]) == 1 and "residual_why" in rows[1]
     teach_cmd = (out / "iter_01" / "teach" / "log.txt").read_text().splitlines()[0]
     assert "--params" in teach_cmd and ("--residual" in teach_cmd) == rows[1]["residual_used"]
+
+
+# ----------------------------------------------------------------------------- the fit's data
+
+
+def _fake_car_verbs(calls: list[list[str]]):
+    """`realsim.cycle.realsim` for the car: `fit` writes a params.yaml whose validation
+    split (fit.logs) holds out ep_000000 of the first log it was given."""
+
+    def fake(*args: object, log_to: Path) -> str:
+        argv = [str(a) for a in args]
+        calls.append(argv)
+        log_to.parent.mkdir(parents=True, exist_ok=True)
+        if argv[0] == "fit":
+            out = Path(argv[argv.index("--out") + 1])
+            first = argv[argv.index("--logs") + 1]
+            doc = {"robot": "rc_car", "params": {"com_x": {"value": 0.09, "identifiable": True}},
+                   "fit": {"logs": {first: {"train": [], "heldout": ["ep_000000"]}}}}
+            (out / "params.yaml").write_text(yaml.safe_dump(doc))
+            return str(out / "params.yaml")
+        if argv[0] == "train-student":
+            return f"checkpoint={argv[argv.index('--out') + 1]} episodes=8 success=0.750"
+        if argv[0] == "deploy":
+            return "episodes=4 judged=4 success=0.500"
+        return ""
+
+    return fake
+
+
+@pytest.mark.parametrize("worse", [False, True])
+def test_car_fit_uses_every_excitation_log_and_keeps_the_better_params(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worse: bool) -> None:
+    """Issue 6 (held-out error falls from iteration to iteration): iteration k's fit gets
+    the excitation recordings of iterations 0..k and no deploy log (a student's spin-out
+    had dominated iteration 2's fit), warm-started from the params in use; the residual
+    still gets every real log. A new fit that is worse than the params in use on the
+    fit's validation episodes is not adopted: teach and train keep the old params."""
+    import realsim.cycle as cyc
+
+    cfg = CycleConfig.from_yaml(write_config(tmp_path, iterations=2))
+    assert cfg.fit_deploy_logs is False
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cyc, "realsim", _fake_car_verbs(calls))
+
+    def error(real: Path, pred: Path, episodes: object = None) -> dict[str, float]:
+        p = Path(pred)
+        if p.parent.name == "decision":  # the fit decision: candidate vs the params in use
+            assert episodes == ["ep_000000"]
+            it = int(p.parent.parent.parent.name[-2:])
+            bad = p.stem.startswith("candidate") and worse and it == 2
+            return {"yaw_rate": 0.05 if bad else 0.02, "wheel_speed": 1.0}
+        return {"yaw_rate": 0.03, "wheel_speed": 1.0}  # the gap stage
+
+    monkeypatch.setattr(cyc, "dynamics_error", error)
+    out = tmp_path / "run"
+    cyc._iterate(cfg, out, ["--port", "/dev/pts/7", "--camera", "http://a"], log=lambda m: None)
+
+    fits = [c for c in calls if c[0] == "fit"]
+    assert len(fits) == 2
+    logs2 = [a for a in fits[1] if a.endswith(".h5")]
+    expect = [str(out / f"iter_{i:02d}" / "record" / f"{d}.h5")
+              for i in range(3) for d in ("steps", "chirp", "prbs")]
+    assert logs2 == expect, "iteration 2 must fit every excitation log so far, and no deploy log"
+    p1 = str(out / "iter_01" / "fit" / "params.yaml")
+    assert fits[1][fits[1].index("--init") + 1] == p1
+    res2 = [c for c in calls if c[0] == "train-residual"][1]
+    assert sum("deploy" in a for a in res2) == 2  # the residual: deploy episodes too
+
+    p2 = str(out / "iter_02" / "fit" / "params.yaml")
+    verbs = [c[0] for c in calls]
+    teach2 = calls[len(verbs) - 1 - verbs[::-1].index("teach")]
+    assert teach2[teach2.index("--params") + 1] == (p1 if worse else p2)
+    rows = json.loads((out / "summary.json").read_text())
+    assert ("rejected" in rows[2]["fit_why"]) == worse and "adopted" in rows[1]["fit_why"]
+    assert rows[2]["fit_why"] in (out / "summary.md").read_text()
+
+
+def test_fit_decision_without_validation_adopts(tmp_path: Path) -> None:
+    """No validation episode to judge by (a fit on few episodes): the new fit is adopted."""
+    from realsim.cycle import fit_decision
+
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump({"robot": "rc_car", "params": {}, "fit": {"logs": {
+        "a.h5": {"train": ["ep_000000"], "heldout": []}}}}))
+    d = fit_decision("rc_car", p, None, tmp_path / "dec", tmp_path / "log.txt")
+    assert d["adopt"] and not (tmp_path / "dec").exists()
