@@ -14,8 +14,11 @@ Read this file top to bottom to see the whole method. Each stage is one public
                           fit is adopted only if it is no worse than those on the fit's own
                           validation episodes (`fit_decision`), else they stay in use
                   residual learned dynamics on what the fitted simulator still gets wrong,
-                          from every real log so far, deploy episodes included
+                          from every real log so far, deploy episodes included, except the
+                          fit's validation episodes; used only if fitted+residual beats
+                          fitted alone on those (`residual_decision`)
                   gap     open-loop error on the held-out episodes: nominal, fitted, +residual
+                          (reported, never selecting)
                   teach   in the corrected simulator, randomisation centred on the fit
                   train   the student, fine-tuned from the previous one
                   deploy  and measure again
@@ -23,9 +26,11 @@ Read this file top to bottom to see the whole method. Each stage is one public
 Robot-generic: what differs between the car and the arm (excitation signals, the
 held-out signal, the gap metric) is one `RobotCycle` row in `ROBOT_CYCLE`; every stage
 is the same verb with the robot's name. The residual is trained from iteration 1 on
-but teach and train use it only when the gap stage shows it helps: fitted+residual
-beats fitted alone on the held-out episodes (`residual_decision`; the report says which
-was used and why). With `candidate_episodes` > 0, train-student keeps every checkpoint
+but teach and train use it only when it helps on the fit's validation episodes (those
+`realsim fit` held out of fitting, named in its params.yaml; the residual is trained
+without them too): fitted+residual beats fitted alone there (`residual_decision`, run
+inside the residual stage, so a killed stage reruns it from scratch; the report says
+which was used and why). With `candidate_episodes` > 0, train-student keeps every checkpoint
 it evaluated and each is deployed too, for the sim-vs-real rank correlation over
 candidates (the report's Spearman over the iterations' students is always there).
 
@@ -37,7 +42,8 @@ robot where the parametric model cannot follow an open-loop replay (the car spin
 7 rad/s on slippery tyres): one such episode dominated a least-squares fit and made
 iteration 2's fit worse on every excitation log and on the held-out set. What the
 fitted simulator misses there is the residual's job. The held-out episodes never enter
-the fit or the fit decision: they only measure.
+the fit, the residual, or either decision (fit adopted? residual used?): they only
+measure, and the report's gap table is their measurement.
 
 It stops at the target success or after N iterations. A stage that finished
 left `stage.json` in its folder and is never run again; a stage that was killed
@@ -317,6 +323,27 @@ def validation_episodes(params: Path) -> dict[str, list[str]]:
     return {f: list(v.get("heldout") or []) for f, v in logs.items() if v.get("heldout")}
 
 
+def _validation_rmse(robot: str, val: dict[str, list[str]], variants: dict[str, list[str]],
+                     d: Path, log_to: Path) -> tuple[dict[str, dict[str, float]], int]:
+    """Each variant's gap metric on the fit's validation episodes (`val`: log -> names).
+
+    Every variant (name -> its `realsim replay` options: --params, --residual) is replayed
+    on each validation log into `d` (`{name}_{k}.h5`) and scored with `dynamics_error` on
+    the named episodes only; the per-log RMSEs are pooled by episode count.
+    Shape: per log {metric: RMSE} -> {variant: {metric: RMSE}}; also the episode count."""
+    d.mkdir(parents=True, exist_ok=True)
+    sums: dict[str, dict[str, float]] = {v: {} for v in variants}
+    n_total = 0
+    for k, (logf, names) in enumerate(sorted(val.items())):
+        for name, extra in variants.items():
+            pred = d / f"{name}_{k}.h5"
+            realsim("replay", robot, "--log", logf, "--out", pred, *extra, log_to=log_to)
+            for m, e in dynamics_error(Path(logf), pred, episodes=names).items():
+                sums[name][m] = sums[name].get(m, 0.0) + len(names) * e ** 2
+        n_total += len(names)
+    return {v: {m: float(np.sqrt(x / n_total)) for m, x in e.items()} for v, e in sums.items()}, n_total
+
+
 def fit_decision(robot: str, candidate: Path, incumbent: Path | None, d: Path,
                  log_to: Path) -> dict[str, Any]:
     """Adopt the new fit only if it is no worse than the params in use (`incumbent`;
@@ -324,27 +351,19 @@ def fit_decision(robot: str, candidate: Path, incumbent: Path | None, d: Path,
 
     Both are replayed (`realsim replay`) on each validation log and scored with the gap
     metric (`dynamics_error`) on the held-out-of-fitting episodes only, pooled over the
-    logs by episode count (Shape: per log {metric: RMSE} -> {metric: RMSE}). Adopted when
-    the mean ratio over metrics candidate / incumbent is <= 1 (as `residual_decision`),
-    or when there is no validation episode to judge by. Returns {"adopt": bool, "ratio",
-    "validation": {"candidate": .., "incumbent": ..}, "why": one line for the report}."""
+    logs by episode count (`_validation_rmse`). Adopted when the mean ratio over metrics
+    candidate / incumbent (`error_ratio`) is <= 1, or when there is no validation episode
+    to judge by. Returns {"adopt": bool, "ratio", "validation": {"candidate": ..,
+    "incumbent": ..}, "why": one line for the report}."""
     val = validation_episodes(candidate)
     base = "nominal" if incumbent is None else str(incumbent)
     if not val:
         return {"adopt": True, "ratio": None, "validation": {},
                 "why": "adopted (no validation episodes to compare with the params in use)"}
-    d.mkdir(parents=True, exist_ok=True)
-    sums: dict[str, dict[str, float]] = {"candidate": {}, "incumbent": {}}
-    n_total = 0
-    for k, (logf, names) in enumerate(sorted(val.items())):
-        for name, p in (("candidate", candidate), ("incumbent", incumbent)):
-            pred = d / f"{name}_{k}.h5"
-            realsim("replay", robot, "--log", logf, "--out", pred,
-                    *(["--params", str(p)] if p is not None else []), log_to=log_to)
-            for m, e in dynamics_error(Path(logf), pred, episodes=names).items():
-                sums[name][m] = sums[name].get(m, 0.0) + len(names) * e ** 2
-        n_total += len(names)
-    pooled = {v: {m: float(np.sqrt(x / n_total)) for m, x in e.items()} for v, e in sums.items()}
+    pooled, n_total = _validation_rmse(
+        robot, val, {"candidate": ["--params", str(candidate)],
+                     "incumbent": ["--params", str(incumbent)] if incumbent is not None else []},
+        d, log_to)
     ratio, per = error_ratio(pooled["incumbent"], pooled["candidate"])
     where = f"{n_total} validation episode(s) of the fit"
     if ratio is None or ratio <= 1.0:
@@ -356,24 +375,48 @@ def fit_decision(robot: str, candidate: Path, incumbent: Path | None, d: Path,
                    f"{ratio:.3f}); {base} kept"}
 
 
-def residual_decision(gap: dict[str, Any]) -> dict[str, Any]:
-    """Use the residual for teach/train only if it helps on the held-out episodes.
+def residual_holdout(params: Path) -> list[str]:
+    """What `train-residual --holdout` must leave out: the fit's validation episodes
+    (`validation_episodes(params)`), so the residual decision judges it on episodes it
+    was not trained on. Each is named with its log's full path (`dir/file.h5:ep_NNNNNN`):
+    every iteration's record folder holds logs of the same base names, and a base name
+    would leave out that episode of each of them."""
+    return sorted({f"{Path(f).resolve()}:{n}" for f, names in validation_episodes(params).items()
+                   for n in names})
 
-    `gap` is the gap stage's result ({variant: {metric: RMSE}}). The residual helps when
-    the mean over metrics of RMSE(fitted+residual) / RMSE(fitted) is below 1 (a ratio,
-    so metrics of different units weigh alike). Returns {"use": bool, "ratio": float
-    or None, "why": one line for the report}."""
-    f, fr = gap.get("fitted"), gap.get("fitted+residual")
-    if not isinstance(f, dict) or not isinstance(fr, dict):
-        return {"use": False, "ratio": None, "why": "no residual trained (or no fit yet)"}
-    ratio, per = error_ratio(f, fr)
+
+def residual_decision(robot: str, params: Path, residual: Path, d: Path,
+                      log_to: Path) -> dict[str, Any]:
+    """Use the residual for teach/train only if fitted+residual beats fitted alone on the
+    fit's validation episodes (`validation_episodes(params)`, the episodes `realsim fit`
+    held out of fitting, which the cycle also holds out of the residual's training:
+    `residual_holdout`). Never the cycle's held-out episodes: those only report the gap.
+
+    Both are replayed into `d` and scored as in `fit_decision` (`_validation_rmse`); the
+    residual is used when the mean ratio over metrics RMSE(fitted+residual) /
+    RMSE(fitted) (`error_ratio`) is below 1. No validation episode to judge by: not used.
+    Returns {"use": bool, "ratio": float or None, "validation": {"fitted": ..,
+    "fitted+residual": ..}, "why": one line for the report}."""
+    val = validation_episodes(params)
+    if not val:
+        return {"use": False, "ratio": None, "validation": {},
+                "why": "no validation episodes of the fit to judge the residual by: fitted only"}
+    pooled, n_total = _validation_rmse(
+        robot, val, {"fitted": ["--params", str(params)],
+                     "fitted_residual": ["--params", str(params), "--residual", str(residual)]},
+        d, log_to)
+    pooled = {"fitted": pooled["fitted"], "fitted+residual": pooled["fitted_residual"]}
+    ratio, per = error_ratio(pooled["fitted"], pooled["fitted+residual"])
+    where = f"{n_total} validation episode(s) of the fit"
     if ratio is None:
-        return {"use": False, "ratio": None, "why": "no comparable held-out error"}
+        return {"use": False, "ratio": None, "validation": pooled,
+                "why": f"no comparable error on {where}: fitted only"}
     if ratio < 1.0:
-        return {"use": True, "ratio": ratio,
-                "why": f"fitted+residual beats fitted on held-out ({per}; mean ratio {ratio:.3f})"}
-    return {"use": False, "ratio": ratio,
-            "why": f"residual does not beat fitted alone on held-out ({per}; mean ratio "
+        return {"use": True, "ratio": ratio, "validation": pooled,
+                "why": f"fitted+residual beats fitted alone on {where} ({per}; mean ratio "
+                       f"{ratio:.3f})"}
+    return {"use": False, "ratio": ratio, "validation": pooled,
+            "why": f"residual does not beat fitted alone on {where} ({per}; mean ratio "
                    f"{ratio:.3f}): fitted only"}
 
 
@@ -440,6 +483,7 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
         it = out / f"iter_{i:02d}"
         log(f"iteration {i}")
         row: dict[str, Any] = {"iteration": i}
+        decision: dict[str, Any] = {"use": False, "why": "no residual trained (or no fit yet)"}
 
         # -- reality: new excitation data
         rec = Stage(it / "record", log).run(lambda d, i=i: record_stage(d, i), keep_partial=True)
@@ -463,11 +507,21 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
             if params:
                 row["params"] = _param_table(params)
             if cfg.residual and params:
-                res = Stage(it / "residual", log).run(lambda d: (realsim(
-                    "train-residual", robot, "--params", params, "--logs", *real_logs,
-                    "--out", d / "residual.ckpt", *cfg.residual_args, log_to=d / "log.txt"),
-                    {"residual": str(d / "residual.ckpt")})[1])
+                def residual_stage(d: Path, fitted: Path = params) -> dict[str, Any]:
+                    # trained without the fit's validation episodes (appended last, so a
+                    # --holdout in residual_args cannot put them back), then judged on them
+                    hold = residual_holdout(fitted)
+                    ckpt = d / "residual.ckpt"
+                    realsim("train-residual", robot, "--params", fitted, "--logs", *real_logs,
+                            "--out", ckpt, *cfg.residual_args,
+                            *(["--holdout", ",".join(hold)] if hold else []), log_to=d / "log.txt")
+                    dec = residual_decision(robot, fitted, ckpt, d / "decision", d / "log.txt")
+                    return {"residual": str(ckpt), **dec}
+
+                res = Stage(it / "residual", log).run(residual_stage)
                 residual = Path(res["residual"])
+                decision = {"use": bool(res.get("use", False)), "why": res.get(
+                    "why", "no decision on the fit's validation episodes recorded: fitted only")}
 
         # -- the gap on held-out episodes: nominal, fitted, fitted + residual
         def gap(d: Path) -> dict[str, Any]:
@@ -483,9 +537,8 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
                 res[name] = dynamics_error(heldout, pred)
             return res
 
+        # reported only: the residual decision was taken on the fit's validation episodes
         row["heldout_rmse"] = Stage(it / "gap", log).run(gap)
-        # the residual goes into the simulator only if it beats the fit alone on held-out
-        decision = residual_decision(row["heldout_rmse"])
         use_residual = residual is not None and decision["use"]
         row["residual_used"], row["residual_why"] = use_residual, decision["why"]
         if residual is not None:
@@ -613,8 +666,10 @@ def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]
         used = "yes" if r.get("residual_used") else ("no" if "fitted+residual" in g else "-")
         lines.append(f"| {r['iteration']} | " + " | ".join(cell(m) for m in metrics)
                      + f" | {used} | {r['sim_success']:.0%} | {r['real_success']:.0%} |")
-    lines += ["", "Residual decision (teach and train use the residual only if fitted+residual "
-              "beats fitted alone on the held-out episodes):", ""]
+    lines += ["", "The held-out figures above are reported only: they decide nothing.", "",
+              "Residual decision (teach and train use the residual only if fitted+residual "
+              "beats fitted alone on the fit's own validation episodes, which the residual is "
+              "not trained on; the held-out episodes play no part):", ""]
     lines += [f"- iteration {r['iteration']}: {r.get('residual_why', '-')}" for r in history]
     lines += ["", "Fit decision (a new fit replaces the params in use only if it is no worse on "
               "the fit's own validation episodes; the held-out episodes play no part):", ""]

@@ -176,14 +176,23 @@ def sim_signals(adapter: RobotAdapter, seg: Segment, sim: Mapping[str, np.ndarra
 
 def split_holdout(episodes: list[LogEpisode], holdout: str | None) -> tuple[list[LogEpisode], list[LogEpisode]]:
     """Deterministic split. ``holdout``: a fraction ("0.25": every 1/f-th episode,
-    the default) or comma-separated episode names (``ep_000003`` or ``file.h5:ep_000003``)."""
+    the default) or comma-separated episode names (``ep_000003``, ``file.h5:ep_000003``, or
+    ``dir/file.h5:ep_000003``: a name with a folder means that one file, where logs of one
+    base name sit in several folders, as in the cycle's iterations)."""
     spec = "0.25" if holdout is None else holdout.strip()
     try:
         frac = float(spec)
     except ValueError:
         names = {s.strip() for s in spec.split(",") if s.strip()}
-        held = [e for e in episodes if e.name in names or e.key in names]
-        found = {e.name for e in held} | {e.key for e in held}
+
+        def path_key(f: str, name: str) -> str:
+            return f"{Path(f).resolve()}:{name}"
+
+        by_path = {path_key(*n.rsplit(":", 1)): n for n in names if "/" in n and ":" in n}
+        held = [e for e in episodes
+                if e.name in names or e.key in names or path_key(e.file, e.name) in by_path]
+        found = ({e.name for e in held} | {e.key for e in held}
+                 | {by_path[k] for e in held if (k := path_key(e.file, e.name)) in by_path})
         missing = sorted(names - found)
         if missing:
             raise UserError(f"--holdout: no episode {missing[0]!r} in the logs") from None

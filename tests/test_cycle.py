@@ -239,7 +239,8 @@ def test_cycle_killed_in_fit_and_in_training_resumes_to_the_same_outputs(tmp_pat
 
 def _fake_verbs(calls: list[list[str]]):
     """A stand-in for `realsim.cycle.realsim`: records each verb's argv, writes what the
-    next stage reads (params.yaml), prints each verb's last line."""
+    next stage reads (params.yaml, whose validation split holds out ep_000000 of the
+    first log the fit was given), prints each verb's last line."""
     from realsim.robots.arm.params import ArmParams
 
     def fake(*args: object, log_to: Path) -> str:
@@ -249,6 +250,10 @@ def _fake_verbs(calls: list[list[str]]):
         if argv[0] == "fit":
             p = Path(argv[argv.index("--out") + 1]) / "params.yaml"
             ArmParams.nominal().to_yaml(p)
+            doc = yaml.safe_load(p.read_text())
+            first = argv[argv.index("--logs") + 1]
+            doc["fit"] = {"logs": {first: {"train": ["ep_000001"], "heldout": ["ep_000000"]}}}
+            p.write_text(yaml.safe_dump(doc))
             return str(p)
         if argv[0] == "train-student":
             return f"checkpoint={argv[argv.index('--out') + 1]} episodes=8 success=0.750"
@@ -263,18 +268,35 @@ def _fake_verbs(calls: list[list[str]]):
 def test_arm_cycle_stage_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helps: bool) -> None:
     """experiments/arm_cycle.yaml loads; the cycle runs every verb for the arm in order,
     with the arm's wire (--control), its excitation signals, and the residual in teach and
-    train only when fitted+residual beats fitted on the held-out episodes."""
+    train only when fitted+residual beats fitted on the fit's validation episodes. The
+    held-out episodes say the opposite every time: if they decided, this would fail."""
     import realsim.cycle as cyc
 
     cfg = CycleConfig.from_yaml(ROOT / "experiments" / "arm_cycle.yaml")
     assert cfg.robot == "arm" and cfg.iterations == 1
     calls: list[list[str]] = []
     monkeypatch.setattr(cyc, "realsim", _fake_verbs(calls))
-    err = {"nominal": {"joint_pos": 0.05, "gripper": 0.004},
-           "fitted": {"joint_pos": 0.02, "gripper": 0.002},
-           "fitted_residual": {"joint_pos": 0.015 if helps else 0.03, "gripper": 0.002}}
-    monkeypatch.setattr(cyc, "dynamics_error",
-                        lambda real, pred, episodes=None: dict(err[Path(pred).stem]))
+    heldout = tmp_path / "heldout" / "heldout.h5"
+    fit_log = str(tmp_path / "iter_00" / "record" / "sine.h5")  # the fit's validation log
+    base = {"joint_pos": 0.02, "gripper": 0.002}
+    better, worse = {"joint_pos": 0.015, "gripper": 0.002}, {"joint_pos": 0.03, "gripper": 0.002}
+    gap = {"nominal": {"joint_pos": 0.05, "gripper": 0.004}, "fitted": base,
+           "fitted_residual": worse if helps else better}  # held-out: the opposite verdict
+    val = {"fitted": base, "fitted_residual": better if helps else worse}
+    decided: list[tuple[str, object]] = []
+
+    def error(real: Path, pred: Path, episodes: object = None) -> dict[str, float]:
+        p = Path(pred)
+        if p.parent.name == "gap":
+            assert Path(real) == heldout and episodes is None
+            return dict(gap[p.stem])
+        assert Path(real) != heldout, "a decision read the held-out episodes"
+        if p.parent.parent.name == "residual":  # the residual decision
+            decided.append((str(real), episodes))
+            return dict(val[p.stem.rsplit("_", 1)[0]])
+        return dict(base)  # the fit decision: candidate no worse than nominal
+
+    monkeypatch.setattr(cyc, "dynamics_error", error)
     wire = ["--port", "/dev/pts/7", "--camera", "front=http://a,wrist=http://b",
             "--control", "/dev/pts/8"]
     student = cyc._iterate(cfg, tmp_path, wire, log=lambda m: None)
@@ -282,8 +304,9 @@ def test_arm_cycle_stage_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, h
 
     verbs = [c[0] for c in calls]
     it0 = ["record", "record", "replay", "teach", "train-student", "deploy"]
-    it1 = ["record", "record", "fit", "train-residual", "replay", "replay", "replay", "teach",
-           "train-student", "deploy"]
+    # fit, its decision (candidate, nominal), residual, its decision (fitted, +residual), gap
+    it1 = ["record", "record", "fit", "replay", "replay", "train-residual", "replay", "replay",
+           "replay", "replay", "replay", "teach", "train-student", "deploy"]
     assert verbs == ["record", *it0, *it1]
     assert all(c[1] == "arm" for c in calls)
     for c in calls:
@@ -298,24 +321,68 @@ def test_arm_cycle_stage_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, h
     fit = calls[verbs.index("fit")]
     assert sum(a.endswith(".h5") for a in fit) == 4  # the 4 excitation logs, no deploy log
 
+    # the residual is trained without the fit's validation episodes, then judged on them
+    tr = calls[verbs.index("train-residual")]
+    held = tr[tr.index("--holdout") + 1]  # this iteration's sine.h5 only, named by its full path
+    assert held == f"{Path(fit_log).resolve()}:ep_000000" and str(heldout) not in tr
+    k = verbs.index("train-residual")
+    for c in calls[k + 1:k + 3]:
+        assert c[c.index("--log") + 1] == fit_log
+        assert Path(c[c.index("--out") + 1]).parent == tmp_path / "iter_01" / "residual" / "decision"
+    assert ("--residual" in calls[k + 2]) and "--residual" not in calls[k + 1]
+    assert decided == [(fit_log, ["ep_000000"])] * 2
+
     rows = json.loads((tmp_path / "summary.json").read_text())
     assert [r["residual_used"] for r in rows] == [False, helps]
+    res = json.loads((tmp_path / "iter_01" / "residual" / "stage.json").read_text())
+    assert res["use"] == helps and res["validation"]["fitted+residual"] == val["fitted_residual"]
+    assert rows[1]["heldout_rmse"]["fitted+residual"] == gap["fitted_residual"]  # still reported
     md = (tmp_path / "summary.md").read_text()
     assert "joint-position RMSE" in md and "Spearman" in md
+    assert "fit's own validation episodes" in md and "reported only" in md
     why = rows[1]["residual_why"]
     assert ("fitted+residual beats fitted" in why) == helps and ("fitted only" in why) != helps
+    assert "1 validation episode(s) of the fit" in why and "held-out" not in why
     assert f"- iteration 1: {why}" in md
 
 
-def test_residual_decision() -> None:
-    from realsim.cycle import residual_decision
+def test_residual_decision_pools_the_validation_episodes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decision replays fitted and fitted+residual on each validation log (into its
+    own folder) and pools the RMSEs by episode count; no validation episodes: not used."""
+    import realsim.cycle as cyc
+    from realsim.cycle import residual_decision, residual_holdout
 
-    g = {"fitted": {"a": 1.0, "b": 2.0}, "fitted+residual": {"a": 0.5, "b": 2.2}}
-    d = residual_decision(g)
-    assert d["use"] and d["ratio"] == pytest.approx((0.5 + 1.1) / 2)
-    g["fitted+residual"]["b"] = 4.0
-    assert not residual_decision(g)["use"]
-    assert not residual_decision({"nominal": {"a": 1.0}})["use"]
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cyc, "realsim", lambda *a, log_to: calls.append([str(x) for x in a]) or "")
+    # per (log, variant): {metric: RMSE}; log a.h5 has 1 validation episode, b.h5 has 3
+    table = {("a.h5", "fitted"): {"m": 1.0, "n": 2.0}, ("a.h5", "fitted_residual"): {"m": 3.0, "n": 1.0},
+             ("b.h5", "fitted"): {"m": 1.0, "n": 2.0}, ("b.h5", "fitted_residual"): {"m": 0.0, "n": 1.0}}
+    monkeypatch.setattr(cyc, "dynamics_error", lambda real, pred, episodes=None: dict(
+        table[(Path(real).name, Path(pred).stem.rsplit("_", 1)[0])]))
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"robot": "rc_car", "params": {}, "fit": {"logs": {
+        "x/a.h5": {"train": ["ep_000000"], "heldout": ["ep_000003"]},
+        "y/b.h5": {"train": [], "heldout": ["ep_000000", "ep_000001", "ep_000002"]},
+        "z/a.h5": {"train": ["ep_000000"], "heldout": []}}}}))
+    d = residual_decision("rc_car", params, tmp_path / "r.ckpt", tmp_path / "dec", tmp_path / "log")
+    # pooled: m = sqrt((1*9 + 3*0) / 4) = 1.5 vs 1.0; n = 1.0 vs 2.0 -> mean ratio (1.5 + 0.5) / 2
+    assert d["validation"]["fitted+residual"] == pytest.approx({"m": 1.5, "n": 1.0})
+    assert d["ratio"] == pytest.approx(1.0) and not d["use"] and "fitted only" in d["why"]
+    assert [c[c.index("--log") + 1] for c in calls] == ["x/a.h5", "x/a.h5", "y/b.h5", "y/b.h5"]
+    assert all(Path(c[c.index("--out") + 1]).parent == tmp_path / "dec" for c in calls)
+    # a tie is not a win; now n = sqrt((1 + 3 * 0.25) / 4) = 0.66 vs 2.0: mean ratio 0.92
+    table[("b.h5", "fitted_residual")]["n"] = 0.5
+    assert residual_decision("rc_car", params, tmp_path / "r.ckpt", tmp_path / "dec",
+                             tmp_path / "log")["use"]
+    assert residual_holdout(params) == sorted(
+        [f"{Path('x/a.h5').resolve()}:ep_000003"]
+        + [f"{Path('y/b.h5').resolve()}:ep_00000{i}" for i in range(3)])
+
+    calls.clear()
+    params.write_text(yaml.safe_dump({"robot": "rc_car", "params": {}}))
+    d = residual_decision("rc_car", params, tmp_path / "r.ckpt", tmp_path / "dec2", tmp_path / "log")
+    assert not d["use"] and d["ratio"] is None and not calls and residual_holdout(params) == []
 
 
 def test_arm_gap_metric_is_joint_rmse(tmp_path: Path) -> None:
