@@ -43,6 +43,10 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
     p.add_argument("--passes", type=int, default=3, help="linearise-and-fit passes")
     p.add_argument("--epochs", type=int, default=40, help="Lightning epochs per pass")
     p.add_argument("--batch", type=int, default=4, help="segments (episodes) per optimiser step")
+    p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
+    p.add_argument("--weight-decay", type=float, default=None,
+                   help="AdamW weight decay (default: TrainConfig's)")
+    p.add_argument("--hidden", default="64,64", help="hidden layer widths, e.g. 32,32")
     p.add_argument("--max-out", default="",
                    help="output bounds overriding the defaults, e.g. mz=0.6,fy=4 (rc_car) or "
                         "tau_wrist_roll=0.5 (arm) (N, N m, or the state increments' units)")
@@ -89,6 +93,12 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
             raise UserError(f"no such log file: {f}")
     if (a.history is not None and a.history < 1) or a.horizon < 0 or a.anchor < 0 or a.passes < 1 or a.epochs < 1 or a.batch < 1:
         raise UserError("train-residual: --history, --passes, --epochs, --batch must be >= 1, --horizon and --anchor >= 0")
+    try:
+        hidden = tuple(int(h) for h in a.hidden.split(","))
+    except ValueError:
+        raise UserError(f"train-residual: --hidden {a.hidden!r} is not comma-separated integers") from None
+    if not hidden or min(hidden) < 1 or not a.lr > 0 or (a.weight_decay is not None and a.weight_decay < 0):
+        raise UserError("train-residual: --hidden widths and --lr must be > 0, --weight-decay >= 0")
     io = robot_io(a.robot)
     if a.mode == "state" and not io.state_outputs:
         raise UserError(f"train-residual {a.robot}: --mode state is the rc_car's ablation only")
@@ -100,7 +110,8 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
         history=a.history, horizon=a.horizon, anchor=a.anchor, mode=a.mode,
         outputs=io.force_outputs if a.mode == "force" else io.state_outputs,
         structure=a.structure, passes=a.passes, epochs=a.epochs, batch=a.batch, seed=a.seed, logdir=a.logdir,
-        dist=dist_from_args(a),
+        dist=dist_from_args(a), hidden=hidden, lr=a.lr,
+        **({} if a.weight_decay is None else {"weight_decay": a.weight_decay}),
     )
     res = train_residual(cfg)
     if not is_global_zero():  # under DDP the other ranks stay quiet: one last line

@@ -70,6 +70,9 @@ class TrainConfig:
     epochs: int = 40
     batch: int = 4
     lr: float = 3e-3
+    # AdamW's decoupled weight decay: a few episodes of one car leave many weights
+    # unconstrained; decay pulls those to zero (a smoother residual that extrapolates less)
+    weight_decay: float = 1e-5
     out_penalty: float = 1e-3
     seed: int = 0
     logdir: str | None = None
@@ -166,8 +169,8 @@ def train_residual(
     sim.period = rcfg.period
     sig = scales(train)
     net = ResidualNet(rcfg)
-    module = ResidualModule(net, sig, lr=cfg.lr, out_penalty=cfg.out_penalty, truncate=cfg.horizon,
-                            observed=OBSERVED[cfg.robot].index)
+    module = ResidualModule(net, sig, lr=cfg.lr, weight_decay=cfg.weight_decay, out_penalty=cfg.out_penalty,
+                            truncate=cfg.horizon, observed=OBSERVED[cfg.robot].index)
     dm = ResidualDataModule(rcfg.history, batch_size=cfg.batch if cfg.anchor != 1 else 64 * cfg.batch, seed=cfg.seed)
     logdir = Path(cfg.logdir) if cfg.logdir else Path(cfg.out).with_suffix("").parent / (Path(cfg.out).stem + "_tb")
     writer = rank_zero_writer(logdir / "rollout")  # one writer, on rank 0, under DDP

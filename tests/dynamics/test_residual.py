@@ -123,6 +123,23 @@ def test_train_residual_bad_input(tmp_path: Path) -> None:
     assert_one_line_error(p, "none.yaml")
 
 
+@pytest.mark.parametrize(("opt", "value", "needle"), [
+    ("--hidden", "64,x", "--hidden"), ("--hidden", "0", "--hidden"),
+    ("--weight-decay", "-1", "--weight-decay"), ("--lr", "0", "--lr"),
+])
+def test_train_residual_bad_training_knob(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         opt: str, value: str, needle: str) -> None:
+    """A malformed network width, learning rate or weight decay: one line, exit 2."""
+    from dynamics.cli import main
+
+    for f in ("p.yaml", "x.h5"):
+        (tmp_path / f).touch()
+    rc = main(["train-residual", "rc_car", "--params", str(tmp_path / "p.yaml"), "--logs",
+               str(tmp_path / "x.h5"), "--out", str(tmp_path / "r.pt"), opt, value])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert rc == 2 and len(err) == 1 and needle in err[0], (rc, err)
+
+
 # ---------------------------------------------------------------------------------------
 # a known force law: extra drag F = -k |v| v on the chassis
 # ---------------------------------------------------------------------------------------
