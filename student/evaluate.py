@@ -79,11 +79,9 @@ def corrected_sim_kwargs(params: str | os.PathLike[str] | None = None,
             from realsim.robots.rc_car.params import CarParams as Params
         kw["params"] = Params.from_yaml(Path(params))
     if residual is not None:
-        if robot == "arm":
-            raise UserError("--residual: the arm's simulator takes no residual yet")
         from realsim.residual import load_residual
 
-        load_residual(residual, "rc_car")  # UserError: missing, corrupt, another robot's
+        load_residual(residual, robot)  # UserError: missing, corrupt, another robot's
         kw["residual"] = str(Path(residual).resolve())
     return kw
 

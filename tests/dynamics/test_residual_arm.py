@@ -213,3 +213,21 @@ def test_arm_residual_halves_the_fitted_error(tmp_path: Path) -> None:
     hybrid = evaluate(sim, held, load_residual(res.path, "arm"))
     assert not hybrid["diverged"]
     assert hybrid["rmse_q"] <= 0.5 * fit_alone["rmse_q"], (hybrid["rmse_q"], fit_alone["rmse_q"])
+
+
+def test_student_evaluation_takes_the_arm_residual(tmp_path: Path) -> None:
+    """`train-student arm --residual` selects in the hybrid arm (the cycle passes it when the
+    residual wins on validation); a car's checkpoint or a missing file is a UserError."""
+    from realsim.robots.arm.scene import ArmTaskEnv
+    from student.evaluate import corrected_sim_kwargs, make_env
+
+    path = save_residual(tmp_path / "arm.pt", _saturated(-50.0).net)
+    kw = corrected_sim_kwargs(residual=path, robot="arm")
+    assert kw["residual"] == str(path.resolve())
+    env = make_env("realsim.robots.arm.scene:ArmTaskEnv", {**kw, "render": False})
+    assert isinstance(env, ArmTaskEnv) and env.residual is not None
+    car = save_residual(tmp_path / "car.pt", ResidualNet(ResidualConfig(hidden=(8,))))
+    with pytest.raises(UserError, match="arm"):
+        corrected_sim_kwargs(residual=car, robot="arm")
+    with pytest.raises(UserError):
+        corrected_sim_kwargs(residual=tmp_path / "missing.pt", robot="arm")
