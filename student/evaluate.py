@@ -63,7 +63,7 @@ def corrected_sim_kwargs(params: str | os.PathLike[str] | None = None,
     params: a fitted params.yaml: randomization centred on the fit. residual: a residual
     checkpoint: hybrid physics (each evaluation worker loads it once, weights_only=True).
     Both files are read here, so a bad one is a one-line UserError before any episode
-    runs; the kwargs carry the loaded `CarParams` and the residual's absolute path.
+    runs; the kwargs carry the loaded params (`CarParams`, `ArmParams`) and the residual's absolute path.
     """
     from pathlib import Path
 

@@ -58,7 +58,7 @@ class KeypointEncoder(nn.Module):
 
     def __init__(self, channels: tuple[int, ...], keypoints: int, feature_dim: int, h: int, w: int) -> None:
         super().__init__()
-        widths = tuple(channels[:3]) if len(channels) >= 3 else tuple(channels) + (channels[-1],) * (3 - len(channels))
+        widths = (tuple(channels) + (channels[-1],) * 3)[:3]  # the first three, the last repeated
         layers: list[nn.Module] = []
         c_in = 5
         for i, c in enumerate(widths):

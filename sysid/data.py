@@ -184,16 +184,13 @@ def split_holdout(episodes: list[LogEpisode], holdout: str | None) -> tuple[list
         frac = float(spec)
     except ValueError:
         names = {s.strip() for s in spec.split(",") if s.strip()}
-
-        def path_key(f: str, name: str) -> str:
-            return f"{Path(f).resolve()}:{name}"
-
-        by_path = {path_key(*n.rsplit(":", 1)): n for n in names if "/" in n and ":" in n}
-        held = [e for e in episodes
-                if e.name in names or e.key in names or path_key(e.file, e.name) in by_path]
-        found = ({e.name for e in held} | {e.key for e in held}
-                 | {by_path[k] for e in held if (k := path_key(e.file, e.name)) in by_path})
-        missing = sorted(names - found)
+        # each name under the form an episode answers to (a path part resolved) -> as given
+        wanted = {(f"{Path(n.rsplit(':', 1)[0]).resolve()}:{n.rsplit(':', 1)[1]}"
+                   if "/" in n and ":" in n else n): n for n in names}
+        hits = [(e, {e.name, e.key, f"{Path(e.file).resolve()}:{e.name}"} & wanted.keys())
+                for e in episodes]
+        held = [e for e, h in hits if h]
+        missing = sorted(names - {wanted[k] for _, h in hits for k in h})
         if missing:
             raise UserError(f"--holdout: no episode {missing[0]!r} in the logs") from None
     else:
