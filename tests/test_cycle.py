@@ -487,8 +487,8 @@ def test_car_fit_uses_every_excitation_log_and_keeps_the_better_params(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worse: bool) -> None:
     """Issue 6 (held-out error falls from iteration to iteration): iteration k's fit gets
     the excitation recordings of iterations 0..k and no deploy log (a student's spin-out
-    had dominated iteration 2's fit), warm-started from the params in use; the residual
-    still gets every real log. A new fit that is worse than the params in use on the
+    had dominated iteration 2's fit), warm-started from the params in use; so does the
+    residual by default. A new fit that is worse than the params in use on the
     fit's validation episodes is not adopted: teach and train keep the old params."""
     import realsim.cycle as cyc
 
@@ -519,7 +519,7 @@ def test_car_fit_uses_every_excitation_log_and_keeps_the_better_params(
     p1 = str(out / "iter_01" / "fit" / "params.yaml")
     assert fits[1][fits[1].index("--init") + 1] == p1
     res2 = [c for c in calls if c[0] == "train-residual"][1]
-    assert sum("deploy" in a for a in res2) == 2  # the residual: deploy episodes too
+    assert [a for a in res2 if a.endswith(".h5")] == expect  # the residual: the same logs
 
     p2 = str(out / "iter_02" / "fit" / "params.yaml")
     verbs = [c[0] for c in calls]
@@ -539,3 +539,104 @@ def test_fit_decision_without_validation_adopts(tmp_path: Path) -> None:
         "a.h5": {"train": ["ep_000000"], "heldout": []}}}}))
     d = fit_decision("rc_car", p, None, tmp_path / "dec", tmp_path / "log.txt")
     assert d["adopt"] and not (tmp_path / "dec").exists()
+
+
+@pytest.mark.parametrize("deploy", [False, True])
+def test_car_residual_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deploy: bool) -> None:
+    """The residual trains on the excitation recordings so far (those the fit gets), less
+    the fit's validation episodes; the deploy logs only with `residual_deploy_logs: true`
+    (closed-loop cruising and wheel spin outweighed the excitation and made the residual
+    worse on the fit's validation episodes: cycle.py's module note)."""
+    import realsim.cycle as cyc
+
+    cfg = CycleConfig.from_yaml(write_config(tmp_path, iterations=2, residual_deploy_logs=deploy))
+    assert CycleConfig().residual_deploy_logs is False
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cyc, "realsim", _fake_car_verbs(calls))
+    monkeypatch.setattr(cyc, "dynamics_error", lambda real, pred, episodes=None: {
+        "yaw_rate": 0.02, "wheel_speed": 1.0})
+    out = tmp_path / "run"
+    cyc._iterate(cfg, out, ["--port", "/dev/pts/7", "--camera", "http://a"], log=lambda m: None)
+
+    res = [c for c in calls if c[0] == "train-residual"]
+    assert len(res) == 2
+    for i, c in enumerate(res, start=1):
+        logs = c[c.index("--logs") + 1:c.index("--out")]
+        exc = [str(out / f"iter_{k:02d}" / "record" / f"{d}.h5")
+               for k in range(i + 1) for d in ("steps", "chirp", "prbs")]
+        dep = [str(out / f"iter_{k:02d}" / "deploy" / "deploy.h5") for k in range(i)]
+        assert sorted(logs) == sorted(exc + (dep if deploy else [])), i
+        # less the fit's validation episode (the fake fit holds out its first log's ep_000000)
+        assert c[c.index("--holdout") + 1] == f"{Path(exc[0]).resolve()}:ep_000000"
+
+
+def test_residual_verbs_run_with_one_torch_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """train-residual and replay (the residual's tiny ops, step by step) get one intra-op
+    thread whatever the caller's environment; other verbs inherit it."""
+    import realsim.cycle as cyc
+
+    seen: dict[str, object] = {}
+
+    def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess:
+        seen[cmd[3]] = kw.get("env")
+        return subprocess.CompletedProcess(cmd, 0, stdout="ok\n")
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setattr(cyc.subprocess, "run", run)
+    for verb in ("train-residual", "replay", "teach"):
+        assert cyc.realsim(verb, "rc_car", log_to=tmp_path / "log.txt") == "ok"
+    for verb in ("train-residual", "replay"):
+        env = seen[verb]
+        assert isinstance(env, dict) and env["OMP_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
+    assert seen["teach"] is None
+
+
+def test_car_residual_judged_on_a_driver_it_never_trained_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`residual_judge: driver`: iteration i holds every episode of the (i-1)-th excitation
+    driver so far out of the residual's training (full paths, each iteration's file) and
+    judges fitted+residual against fitted alone on exactly those; the fit's validation
+    episode is trained on. The verdict (here: helps at iteration 1, not at 2) picks what
+    teach and train get."""
+    import realsim.cycle as cyc
+
+    cfg = CycleConfig.from_yaml(write_config(tmp_path, iterations=2, residual_judge="driver"))
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cyc, "realsim", _fake_car_verbs(calls))
+    judged: list[tuple[str, object]] = []
+
+    def error(real: Path, pred: Path, episodes: object = None) -> dict[str, float]:
+        p = Path(pred)
+        if p.parent.parent.name == "residual":
+            judged.append((str(real), episodes))
+            it = int(p.parent.parent.parent.name[-2:])
+            better = p.stem.startswith("fitted_residual") and it == 1
+            return {"yaw_rate": 0.01 if better else 0.02, "wheel_speed": 1.0}
+        return {"yaw_rate": 0.02, "wheel_speed": 1.0}
+
+    monkeypatch.setattr(cyc, "dynamics_error", error)
+    out = tmp_path / "run"
+    cyc._iterate(cfg, out, ["--port", "/dev/pts/7", "--camera", "http://a"], log=lambda m: None)
+
+    res = [c for c in calls if c[0] == "train-residual"]
+    for i, drv in ((1, "steps"), (2, "chirp")):
+        files = [out / f"iter_{k:02d}" / "record" / f"{drv}.h5" for k in range(i + 1)]
+        hold = res[i - 1][res[i - 1].index("--holdout") + 1].split(",")
+        assert hold == sorted(f"{f.resolve()}:ep_000000" for f in files)
+    # iteration 1: 2 steps logs, each replayed twice (fitted, +residual); iteration 2: 3 chirp
+    assert [Path(r).name for r, _ in judged] == ["steps.h5"] * 4 + ["chirp.h5"] * 6
+    assert all(e == ["ep_000000"] for _, e in judged)
+    rows = json.loads((out / "summary.json").read_text())
+    assert [r["residual_used"] for r in rows] == [False, True, False]
+    assert "2 episode(s) of excite:steps, a driver it did not train on" in rows[1]["residual_why"]
+    assert "3 episode(s) of excite:chirp" in rows[2]["residual_why"]
+    teach = [c for c in calls if c[0] == "teach"]
+    assert ["--residual" in c for c in teach] == [False, True, False]
+
+
+def test_residual_judge_driver_needs_two_drivers(tmp_path: Path) -> None:
+    p = write_config(tmp_path, residual_judge="driver", record={**TINY["record"], "drivers": ["excite:steps"]})
+    with pytest.raises(UserError, match="2 or more"):
+        CycleConfig.from_yaml(p)
+    with pytest.raises(UserError, match="residual_judge"):
+        CycleConfig.from_yaml(write_config(tmp_path, residual_judge="heldout"))
