@@ -50,6 +50,16 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
     p.add_argument("--max-out", default="",
                    help="output bounds overriding the defaults, e.g. mz=0.6,fy=4 (rc_car) or "
                         "tau_wrist_roll=0.5 (arm) (N, N m, or the state increments' units)")
+    p.add_argument("--chunk", type=int, default=None,
+                   help="chunked training: periods per chunk (0: whole segments per optimiser step)")
+    p.add_argument("--inner", type=int, default=None, help="with --chunk: optimiser steps per batch")
+    p.add_argument("--clip", type=float, default=None, help="gradient-norm clip (0: none)")
+    p.add_argument("--ensemble", type=int, default=None,
+                   help="train this many residuals (seeds --seed ..) and average them (default 1)")
+    p.add_argument("--loss-scale", choices=("std", "fit"), default=None,
+                   help="scale of each observed signal's error in the loss: its spread (std) or the fit's own RMSE (fit)")
+    p.add_argument("--line-search", default=None,
+                   help="step lengths tried after each pass, e.g. 0.5,0.25 ('none': no line search)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--logdir", help="TensorBoard directory (default: next to --out)")
     from realsim.distributed import add_distributed_arguments
@@ -93,6 +103,19 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
             raise UserError(f"no such log file: {f}")
     if (a.history is not None and a.history < 1) or a.horizon < 0 or a.anchor < 0 or a.passes < 1 or a.epochs < 1 or a.batch < 1:
         raise UserError("train-residual: --history, --passes, --epochs, --batch must be >= 1, --horizon and --anchor >= 0")
+    line = None
+    if a.line_search is not None:
+        try:
+            line = () if a.line_search.strip().lower() in ("", "none") else tuple(
+                float(x) for x in a.line_search.split(","))
+        except ValueError:
+            raise UserError(f"train-residual: --line-search {a.line_search!r} is not comma-separated numbers") from None
+        if any(not 0 < x < 1 for x in line):
+            raise UserError("train-residual: --line-search steps must lie in (0, 1)")
+    if a.ensemble is not None and a.ensemble < 1:
+        raise UserError("train-residual: --ensemble must be >= 1")
+    if (a.chunk is not None and a.chunk < 0) or (a.inner is not None and a.inner < 1) or (a.clip is not None and a.clip < 0):
+        raise UserError("train-residual: --chunk and --clip must be >= 0, --inner >= 1")
     try:
         hidden = tuple(int(h) for h in a.hidden.split(","))
     except ValueError:
@@ -112,6 +135,9 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
         structure=a.structure, passes=a.passes, epochs=a.epochs, batch=a.batch, seed=a.seed, logdir=a.logdir,
         dist=dist_from_args(a), hidden=hidden, lr=a.lr,
         **({} if a.weight_decay is None else {"weight_decay": a.weight_decay}),
+        **{k: v for k, v in (("chunk", a.chunk), ("inner", a.inner), ("clip", a.clip), ("line_search", line),
+                                      ("loss_scale", a.loss_scale), ("ensemble", a.ensemble))
+           if v is not None},
     )
     res = train_residual(cfg)
     if not is_global_zero():  # under DDP the other ranks stay quiet: one last line

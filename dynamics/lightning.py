@@ -83,20 +83,26 @@ class SegmentSet(Dataset):
 
 
 def unroll(
-    net: ResidualNet, b: dict[str, torch.Tensor], history: int, truncate: int = 0
+    net: ResidualNet, b: dict[str, torch.Tensor], history: int, truncate: int = 0,
+    d0: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted reduced states s + delta at periods 1 .. J and the outputs applied.
 
-    b: a batch of `SegmentSet` items; truncate: detach delta every that many periods
-    (0: never). The first S features are the reduced state (`realsim.residual.RobotIO`),
-    so the history the network sees carries the deltas. Returns Shapes: (B, J, S),
-    (B, J, n_out).
+    b: a batch of `SegmentSet` items (or of `chunk_batch` chunks); truncate: detach delta
+    every that many periods (0: never); d0: Shape: (B, H, S) the deltas at rows
+    -H+1 .. 0 (None: zero, a segment start). The first S features are the reduced state
+    (`realsim.residual.RobotIO`), so the history the network sees carries the deltas.
+    Returns Shapes: (B, J, S), (B, J, n_out).
     """
     A, G, fbar, sbar, feat = b["A"], b["G"], b["fbar"], b["sbar"], b["feat"]
     B, Jm, S = A.shape[0], A.shape[1], A.shape[-1]
     H = history
-    d = torch.zeros(B, S, dtype=A.dtype)
-    deltas: list[torch.Tensor] = [d] * H  # delta at rows -H+1 .. 0
+    if d0 is None:
+        d = torch.zeros(B, S, dtype=A.dtype)
+        deltas: list[torch.Tensor] = [d] * H  # delta at rows -H+1 .. 0
+    else:
+        deltas = list(d0.unbind(1))
+        d = deltas[-1]
     preds, outs = [], []
     for i in range(Jm):
         hist = feat[:, i : i + H].clone()
@@ -113,6 +119,48 @@ def unroll(
     return torch.stack(preds, dim=1), torch.stack(outs, dim=1)
 
 
+def chunk_batch(b: dict[str, torch.Tensor], pred: torch.Tensor, length: int, history: int) -> dict[str, torch.Tensor]:
+    """Cut a batch of whole segments into chunks of `length` periods, stacked on the batch
+    axis, each starting from the deltas of a full unroll (`pred`, Shape: (B, J, S), no
+    gradient) in its history (``d0``, Shape: (B C, H, S)).
+
+    Chunked training (multiple shooting with the starts taken from the current model's
+    own open-loop rollout): the loss values are the whole-segment loss's; the gradient
+    is truncated at chunk starts, and the chunks run side by side (J / length
+    sequential network steps instead of J).
+    """
+    A = b["A"]
+    B, J, S = A.shape[0], A.shape[1], A.shape[-1]
+    H, L = int(history), int(length)
+    C = -(-J // L)
+    Jp = C * L
+    delta = torch.cat([torch.zeros(B, 1, S, dtype=A.dtype), pred.detach() - b["sbar"][:, 1:]], dim=1)  # rows 0..J
+
+    def padj(x: torch.Tensor, size: int) -> torch.Tensor:  # pad the period axis by holding the last row
+        if x.shape[1] >= size:
+            return x
+        return torch.cat([x, x[:, -1:].expand(-1, size - x.shape[1], *x.shape[2:])], dim=1)
+
+    A_, G_, fb = padj(b["A"], Jp), padj(b["G"], Jp), padj(b["fbar"], Jp)
+    sb, ft = padj(b["sbar"], Jp + 1), padj(b["feat"], Jp + H - 1)
+    y = padj(b["y"], Jp)
+    mask = torch.cat([b["mask"], torch.zeros(B, Jp - J, dtype=A.dtype)], dim=1)
+    dl = padj(delta, Jp + 1)
+    out: dict[str, list[torch.Tensor]] = {k: [] for k in ("A", "G", "fbar", "sbar", "feat", "y", "mask", "d0")}
+    for c in range(C):
+        k0 = c * L
+        out["A"].append(A_[:, k0 : k0 + L])
+        out["G"].append(G_[:, k0 : k0 + L])
+        out["fbar"].append(fb[:, k0 : k0 + L])
+        out["sbar"].append(sb[:, k0 : k0 + L + 1])
+        out["feat"].append(ft[:, k0 : k0 + L + H - 1])
+        out["y"].append(y[:, k0 : k0 + L])
+        out["mask"].append(mask[:, k0 : k0 + L])
+        rows = torch.clamp(torch.arange(k0 - H + 1, k0 + 1), min=0)
+        out["d0"].append(dl[:, rows])
+    return {k: torch.cat(v, dim=0) for k, v in out.items()}
+
+
 class ResidualModule(L.LightningModule):
     """The residual network trained with the multi-step loss (module doc).
 
@@ -120,6 +168,11 @@ class ResidualModule(L.LightningModule):
     observed: their places in the reduced state (default: the car's (2, 3));
     out_penalty: weight of the mean squared output / bound; truncate: gradient truncation
     (periods, 0: none).
+    chunk: 0 (default) one optimiser step per batch through the whole segments; > 0:
+    chunked training (`chunk_batch`): per batch one open-loop unroll without gradient,
+    then `inner` optimiser steps on chunks of `chunk` periods started from its deltas
+    (the starts are refreshed for the next batch), several times the optimiser steps for
+    the same time. clip: gradient-norm clip (0: none).
     """
 
     def __init__(
@@ -131,6 +184,9 @@ class ResidualModule(L.LightningModule):
         out_penalty: float = 1e-3,
         truncate: int = 0,
         observed: Sequence[int] = (2, 3),
+        chunk: int = 0,
+        inner: int = 1,
+        clip: float = 0.0,
     ) -> None:
         super().__init__()
         self.net = net
@@ -140,9 +196,12 @@ class ResidualModule(L.LightningModule):
         self.register_buffer("sigma", torch.as_tensor(np.asarray(sigma), dtype=torch.float64))
         self.lr, self.weight_decay, self.out_penalty = lr, weight_decay, out_penalty
         self.truncate = int(truncate)
+        self.chunk, self.inner, self.clip = int(chunk), max(1, int(inner)), float(clip)
+        if self.chunk > 0:
+            self.automatic_optimization = False
 
     def loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
-        pred, out = unroll(self.net, b, self.net.cfg.history, self.truncate)
+        pred, out = unroll(self.net, b, self.net.cfg.history, self.truncate, b.get("d0"))
         err = (pred[..., self.observed] - b["y"]) / self.sigma
         m = b["mask"]
         msum = m.sum().clamp(min=1.0)
@@ -151,9 +210,28 @@ class ResidualModule(L.LightningModule):
         return fit + self.out_penalty * reg
 
     def training_step(self, batch: dict[str, torch.Tensor], _: int) -> torch.Tensor:
+        if self.chunk > 0:
+            return self._chunked_step(batch)
         loss = self.loss(batch)
         self.log("train/loss", loss, prog_bar=True, on_epoch=True, on_step=False, batch_size=len(batch["A"]))
         return loss
+
+    def _chunked_step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """`inner` optimiser steps on the chunks of one batch (class doc)."""
+        opt = self.optimizers()
+        H = self.net.cfg.history
+        with torch.no_grad():
+            pred, _ = unroll(self.net, batch, H)
+        cb = chunk_batch(batch, pred, self.chunk, H)
+        for _k in range(self.inner):
+            loss = self.loss(cb)
+            opt.zero_grad()
+            self.manual_backward(loss)
+            if self.clip > 0:
+                self.clip_gradients(opt, gradient_clip_val=self.clip, gradient_clip_algorithm="norm")
+            opt.step()
+        self.log("train/loss", loss.detach(), prog_bar=True, on_epoch=True, on_step=False, batch_size=len(batch["A"]))
+        return loss.detach()
 
     def validation_step(self, batch: dict[str, torch.Tensor], _: int) -> torch.Tensor:
         loss = self.loss(batch)

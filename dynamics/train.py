@@ -12,6 +12,12 @@ Lightning), open-loop evaluation, checkpoint.
    wheel speed; the arm's joint angles, per joint and pooled as ``rmse_q``) to
    TensorBoard.
 
+Opt-in (not defaults): ``ensemble`` K > 1 trains K residuals with seeds seed .. seed+K-1
+and saves the mean of their outputs (one checkpoint, `realsim.residual.ensemble_of`);
+``line_search`` backtracks each pass's step on the true training rollout; ``chunk``
+trains on chunks started from the model's own rollout (`dynamics.lightning.chunk_batch`);
+``loss_scale="fit"`` scales each signal's error by the fit's own RMSE.
+
 The pass with the lowest *training* rollout error is kept (held-out episodes are only
 reported, never used to choose). The checkpoint is `realsim.residual.save_residual`'s
 plain dict (``torch.load(weights_only=True)``).
@@ -24,7 +30,7 @@ import logging
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +80,22 @@ class TrainConfig:
     # unconstrained; decay pulls those to zero (a smoother residual that extrapolates less)
     weight_decay: float = 1e-5
     out_penalty: float = 1e-3
+    # chunked training (dynamics.lightning.ResidualModule): 0 = one optimiser step per
+    # batch through whole segments; > 0 = chunks of that many periods, `inner` optimiser
+    # steps per batch; clip: gradient-norm clip (0: none)
+    chunk: int = 0
+    inner: int = 1
+    # backtracking step lengths tried after each pass (the pass's change of
+    # the weights scaled; the best true training rollout is kept); (): none
+    line_search: tuple[float, ...] = ()
+    # loss (and pass-choice) scale of each observed signal: "std" its spread over the
+    # training episodes; "fit" the fitted simulator's own open-loop RMSE on them (each
+    # signal's error counted relative to what the fit leaves)
+    loss_scale: str = "std"
+    # K > 1: train K residuals (seeds seed .. seed + K - 1, each every pass) and keep the
+    # mean of their outputs (realsim.residual.ensemble_of); K times the training time
+    ensemble: int = 1
+    clip: float = 0.0
     seed: int = 0
     logdir: str | None = None
     max_out: dict[str, float] | None = None
@@ -149,6 +171,10 @@ def train_residual(
 
     from dynamics.lightning import ResidualDataModule, ResidualModule
 
+    if cfg.ensemble > 1:
+        return _train_ensemble(cfg, episodes, log)
+    if cfg.ensemble < 1:
+        raise UserError("train-residual: --ensemble must be >= 1")
     torch.manual_seed(cfg.seed)
     get_adapter(cfg.robot)  # one-line error for a robot without sysid
     params = load_params(cfg.robot, cfg.params)
@@ -168,15 +194,21 @@ def train_residual(
     sim = HybridSim(cfg.robot, params, None)
     sim.period = rcfg.period
     sig = scales(train)
+    base_train = evaluate(sim, train, None)
+    if cfg.loss_scale == "fit":  # each signal's error relative to the fitted simulator's own
+        fit_err = np.array([base_train[f"rmse_{k}"] for k in OBSERVED[cfg.robot].signals])
+        sig = np.maximum(fit_err, 1e-3 * sig) if not base_train.get("diverged") else sig
+    elif cfg.loss_scale != "std":
+        raise UserError(f"train-residual: loss scale {cfg.loss_scale!r}: expected 'std' or 'fit'")
     net = ResidualNet(rcfg)
     module = ResidualModule(net, sig, lr=cfg.lr, weight_decay=cfg.weight_decay, out_penalty=cfg.out_penalty,
-                            truncate=cfg.horizon, observed=OBSERVED[cfg.robot].index)
+                            truncate=cfg.horizon, observed=OBSERVED[cfg.robot].index,
+                            chunk=cfg.chunk, inner=cfg.inner, clip=cfg.clip)
     dm = ResidualDataModule(rcfg.history, batch_size=cfg.batch if cfg.anchor != 1 else 64 * cfg.batch, seed=cfg.seed)
     logdir = Path(cfg.logdir) if cfg.logdir else Path(cfg.out).with_suffix("").parent / (Path(cfg.out).stem + "_tb")
     writer = rank_zero_writer(logdir / "rollout")  # one writer, on rank 0, under DDP
     log(f"{len(train)} training, {len(held)} held-out episodes; logs to {logdir}")
 
-    base_train = evaluate(sim, train, None)
     base_held = evaluate(sim, held, None)
     rkeys = [k for k in base_train if k.startswith("rmse_")]
     for k in rkeys:
@@ -195,6 +227,7 @@ def train_residual(
             mean, std = feature_stats(lin)
             net.set_normalisation(torch.as_tensor(mean), torch.as_tensor(std))
         dm.set_pass(lin, None)
+        start_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
         trainer = L.Trainer(
             max_epochs=cfg.epochs, logger=TensorBoardLogger(str(logdir), name="fit", version=f"pass{p}"),
             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
@@ -207,6 +240,27 @@ def train_residual(
         net.eval()
         current = Residual(copy.deepcopy(net).eval(), {})
         mt = evaluate(sim, train, current)
+        if cfg.line_search:
+            # Gauss-Newton with backtracking: the pass's step is taken on the linear model
+            # around the previous residual; if the true rollout gains less than a shorter
+            # step would, take the shorter one (training episodes only)
+            new_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+            best_a, best_s = 1.0, _score(mt, sig, cfg.robot)
+            for a in cfg.line_search:
+                with torch.no_grad():
+                    for k, v in net.state_dict().items():
+                        if v.dtype.is_floating_point:
+                            v.copy_(start_state[k] + a * (new_state[k] - start_state[k]))
+                cand = Residual(copy.deepcopy(net).eval(), {})
+                mc = evaluate(sim, train, cand)
+                sc = _score(mc, sig, cfg.robot)
+                if sc < best_s:
+                    best_a, best_s, current, mt = a, sc, cand, mc
+            with torch.no_grad():
+                for k, v in net.state_dict().items():
+                    if v.dtype.is_floating_point:
+                        v.copy_(start_state[k] + best_a * (new_state[k] - start_state[k]))
+            log(f"pass {p}: step {best_a:g}")
         mh = evaluate(sim, held, current)
         for k in rkeys:
             writer.add_scalar(f"rollout/train_{k}", mt.get(k, math.nan), p)
@@ -236,6 +290,48 @@ def train_residual(
     kept.meta = meta
     path = save_residual(cfg.out, kept.net, meta) if is_global_zero() else Path(cfg.out)
     log(f"residual: {path} (pass {p})")
+    return TrainResult(path, kept, metrics)
+
+
+def _train_ensemble(cfg: TrainConfig, episodes: Sequence[LogEpisode] | None,
+                    log: Callable[[str], None]) -> TrainResult:
+    """`cfg.ensemble` members trained one after another (seeds cfg.seed + i; each its own
+    pass choice on the training episodes), averaged into one checkpoint."""
+    import tempfile
+
+    from realsim.residual import ensemble_of
+
+    params = load_params(cfg.robot, cfg.params)
+    eps = list(episodes) if episodes is not None else load_episodes(list(cfg.logs), cfg.robot)
+    train, held = split_holdout(eps, cfg.holdout)
+    logdir = Path(cfg.logdir) if cfg.logdir else Path(cfg.out).with_suffix("").parent / (Path(cfg.out).stem + "_tb")
+    nets = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(cfg.ensemble):
+            sub = replace(cfg, ensemble=1, seed=cfg.seed + i, out=str(Path(tmp) / f"member{i}.pt"),
+                          logdir=str(logdir / f"member{i}"))
+            r = train_residual(sub, episodes=eps, log=lambda s, i=i: log(f"member {i}: {s}"))
+            nets.append(r.residual.net)
+    net = ensemble_of(nets)
+    sim = HybridSim(cfg.robot, params, None)
+    sim.period = net.cfg.period
+    kept = Residual(net, {})
+    base_train, base_held = evaluate(sim, train, None), evaluate(sim, held, None)
+    mt, mh = evaluate(sim, train, kept), evaluate(sim, held, kept)
+    log(f"ensemble of {cfg.ensemble}: train {_brief_line(mt)} diverged {len(mt['diverged'])}"
+        + (f"; held-out {_brief_line(mh)} diverged {len(mh['diverged'])}" if mh else ""))
+    metrics = {
+        "pass": -1, "members": cfg.ensemble,
+        "fit_alone": {"train": _brief(base_train), "held": _brief(base_held)},
+        "fit_plus_residual": {"train": _brief(mt), "held": _brief(mh)},
+    }
+    meta = {"params": str(cfg.params or "nominal"), "logs": [str(x) for x in cfg.logs],
+            "train_episodes": [e.key for e in train], "held_episodes": [e.key for e in held],
+            "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
+            "metrics": metrics}
+    kept.meta = meta
+    path = save_residual(cfg.out, net, meta) if is_global_zero() else Path(cfg.out)
+    log(f"residual: {path} (ensemble of {cfg.ensemble})")
     return TrainResult(path, kept, metrics)
 
 

@@ -25,6 +25,14 @@ train-residual's own split of those (every 4th of them held out as *validation*)
 prints the validation open-loop RMSE against the fitted simulator alone on the same
 validation episodes (LOGS_DIR/val_seed{N}....json). Compare settings on these figures,
 then run without ``--validate`` for the held-out table.
+
+Opt-in training knobs (train-residual's; none is a default): ``--ensemble K`` (K members,
+seeds train-seed .. +K-1, outputs averaged), ``--chunk/--inner/--clip`` (chunked
+training), ``--line-search`` (backtracking per pass), ``--loss-scale fit``.
+``--combine-seeds 0,1,2`` averages residuals already trained with those ``--train-seed``
+values (same settings; with ``--validate`` the validation checkpoints) into one ensemble
+checkpoint and reports it without training: the same as ``--ensemble 3`` with the
+members trained in separate runs.
 """
 
 from __future__ import annotations
@@ -73,7 +81,16 @@ def main() -> None:
     ap.add_argument("--weight-decay", type=float, default=None, help="realsim train-residual --weight-decay")
     ap.add_argument("--hidden", default="64,64", help="realsim train-residual --hidden")
     ap.add_argument("--lr", type=float, default=3e-3, help="realsim train-residual --lr")
+    ap.add_argument("--chunk", type=int, default=None, help="realsim train-residual --chunk")
+    ap.add_argument("--inner", type=int, default=None, help="realsim train-residual --inner")
+    ap.add_argument("--clip", type=float, default=None, help="realsim train-residual --clip")
+    ap.add_argument("--line-search", default=None, help="realsim train-residual --line-search (e.g. 0.5,0.25)")
+    ap.add_argument("--ensemble", type=int, default=None, help="realsim train-residual --ensemble")
+    ap.add_argument("--loss-scale", default=None, choices=("std", "fit"), help="realsim train-residual --loss-scale")
     ap.add_argument("--train-seed", type=int, default=0)
+    ap.add_argument("--combine-seeds", default=None,
+                    help="e.g. 0,1,2: average the residuals already trained with these --train-seed values "
+                         "(same settings) into one ensemble and report it (no training)")
     ap.add_argument("--validate", action="store_true",
                     help="train on the fit's training episodes only and report their validation split")
     ap.add_argument("--reuse", action="store_true", help="reuse an existing residual checkpoint")
@@ -100,12 +117,30 @@ def main() -> None:
     wtag = "" if a.weight_decay is None else f"_wd{a.weight_decay:g}"
     wtag += "" if a.hidden == "64,64" else "_n" + a.hidden.replace(",", "x")
     wtag += "" if a.lr == 3e-3 else f"_lr{a.lr:g}"
+    wtag += "" if a.chunk is None else f"_c{a.chunk}"
+    wtag += "" if a.inner is None else f"_i{a.inner}"
+    wtag += "" if a.clip is None else f"_cl{a.clip:g}"
+    wtag += "" if a.ensemble is None else f"_k{a.ensemble}"
+    wtag += "" if a.loss_scale is None else f"_sc{a.loss_scale}"
+    wtag += "" if a.line_search is None else "_ls" + a.line_search.replace(",", "_")
     rtag = f"h{a.history}_z{a.horizon}_p{a.passes}_e{a.epochs}_b{a.batch}{mtag}{wtag}_s{a.train_seed}"
-    if a.validate:
+    if a.combine_seeds:
+        seeds = [int(x) for x in a.combine_seeds.split(",")]
+        base = rtag.removesuffix(f"_s{a.train_seed}")
+        kind = "val" if a.validate else "residual"
+        paths = [d / f"{kind}_{tag}_t{a.trials}_{base}_s{i}.pt" for i in seeds]
+        rtag = f"{base}_ens{'_'.join(map(str, seeds))}"
+        ckpt = d / f"{kind}_{tag}_t{a.trials}_{rtag}.pt"
+        combine(paths, ckpt)
+        if a.validate:
+            validate_combined(log, params, ckpt, d / f"val_{tag}_t{a.trials}_{rtag}")
+            return
+    elif a.validate:
         validate(a, log, params, d / f"val_{tag}_t{a.trials}_{rtag}")
         return
-    ckpt = d / f"residual_{tag}_t{a.trials}_{rtag}.pt"
-    if not (a.reuse and ckpt.exists()):
+    else:
+        ckpt = d / f"residual_{tag}_t{a.trials}_{rtag}.pt"
+    if not (a.reuse and ckpt.exists()) and not a.combine_seeds:
         t = time.perf_counter()
         out = run([sys.executable, "-m", "realsim", "train-residual", "rc_car", "--params", str(params),
                    "--logs", str(log), "--out", str(ckpt), "--passes", str(a.passes),
@@ -113,7 +148,12 @@ def main() -> None:
                    "--batch", str(a.batch), "--seed", str(a.train_seed), "--hidden", a.hidden,
                    "--lr", str(a.lr)]
                   + (["--max-out", a.max_out] if a.max_out else [])
-                  + ([] if a.weight_decay is None else ["--weight-decay", str(a.weight_decay)]))
+                  + ([] if a.weight_decay is None else ["--weight-decay", str(a.weight_decay)])
+                  + [x for k in ("chunk", "inner", "clip") if getattr(a, k) is not None
+                     for x in (f"--{k}", str(getattr(a, k)))]
+                  + ([] if a.line_search is None else ["--line-search", a.line_search])
+                  + ([] if a.loss_scale is None else ["--loss-scale", a.loss_scale])
+                  + ([] if a.ensemble is None else ["--ensemble", str(a.ensemble)]))
         print(out.strip().splitlines()[-1], f"({time.perf_counter() - t:.0f} s)", flush=True)
 
     from dynamics.data import load_episodes
@@ -158,6 +198,9 @@ def validate(a: argparse.Namespace, log: Path, params: Path, stem: Path) -> None
         history=a.history, horizon=a.horizon, passes=a.passes, epochs=a.epochs, batch=a.batch,
         max_out=parse_max_out(a.max_out), hidden=tuple(int(h) for h in a.hidden.split(",")), lr=a.lr,
         seed=a.train_seed, **({} if a.weight_decay is None else {"weight_decay": a.weight_decay}),
+        **{k: getattr(a, k) for k in ("chunk", "inner", "clip", "loss_scale", "ensemble") if getattr(a, k) is not None},
+        **({} if a.line_search is None else {"line_search": () if a.line_search == "none" else
+                                             tuple(float(x) for x in a.line_search.split(","))}),
     )
     t = time.perf_counter()
     res = train_residual(cfg, episodes=train, log=lambda s: print(s, flush=True))
@@ -173,6 +216,42 @@ def validate(a: argparse.Namespace, log: Path, params: Path, stem: Path) -> None
     print(f"\nvalidation ({fr['episodes']} of the fit's {len(train)} training episodes), ratio to fit alone: "
           f"yaw {row['val_yaw']:.3f} wheel {row['val_wheel']:.3f} diverged {row['val_diverged']}; "
           f"train yaw {row['train_yaw']:.3f} wheel {row['train_wheel']:.3f} (pass {m['pass']}, {row['seconds']} s)")
+    Path(str(stem) + ".json").write_text(json.dumps(row, indent=1))
+
+
+def combine(paths: list[Path], out: Path) -> None:
+    """Average trained residual checkpoints into one ensemble checkpoint."""
+    from realsim.residual import ensemble_of, load_residual, save_residual
+
+    res = [load_residual(p) for p in paths]
+    save_residual(out, ensemble_of([r.net for r in res]),
+                  {"members": [str(p) for p in paths], "meta": [r.meta for r in res]})
+    print(f"ensemble of {len(paths)}: {out}", flush=True)
+
+
+def validate_combined(log: Path, params: Path, ckpt: Path, stem: Path) -> None:
+    """`validate`'s figures for an already trained (ensemble) checkpoint: the fit's
+    training episodes, train-residual's own 0.25 split of them."""
+    import torch
+
+    from dynamics.data import load_episodes
+    from dynamics.train import evaluate
+    from realsim.sim import load_simulator
+    from sysid.data import split_holdout
+
+    torch.set_num_threads(1)
+    train, _ = split_holdout(load_episodes([str(log)]), "0.25")
+    tr, val = split_holdout(train, "0.25")
+    fit, sim = load_simulator("rc_car", params, None), load_simulator("rc_car", params, ckpt)
+    row: dict = {"settings": rtag_of(stem)}
+    for name, es in (("train", tr), ("val", val)):
+        fa, fr = evaluate(fit, es, None), evaluate(sim, es, sim.residual)
+        row[f"{name}_yaw"] = fr["rmse_yaw_rate"] / fa["rmse_yaw_rate"]
+        row[f"{name}_wheel"] = fr["rmse_wheel_speed"] / fa["rmse_wheel_speed"]
+        row[f"{name}_diverged"] = len(fr["diverged"])
+    print(f"\nvalidation ({len(val)} of the fit's {len(train)} training episodes), ratio to fit alone: "
+          f"yaw {row['val_yaw']:.3f} wheel {row['val_wheel']:.3f} diverged {row['val_diverged']}; "
+          f"train yaw {row['train_yaw']:.3f} wheel {row['train_wheel']:.3f}")
     Path(str(stem) + ".json").write_text(json.dumps(row, indent=1))
 
 

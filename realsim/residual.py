@@ -31,8 +31,8 @@ so the simulator entry point can run a residual without importing ``dynamics/``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +143,9 @@ class ResidualConfig:
         group (`RobotIO.groups`) plus which output it is: fewer spurious couplings to
         learn from a few episodes); None: the robot's default (the car "mlp", the arm
         "per_output").
+    members: 1 one network; K > 1 an ensemble of K networks of this structure, trained
+        separately (different seeds), whose outputs are averaged (each bounded, so the
+        mean is too).
     """
 
     robot: str = "rc_car"
@@ -153,9 +156,13 @@ class ResidualConfig:
     outputs: tuple[str, ...] | None = None
     max_out: dict[str, float] | None = None
     structure: str | None = None
+    members: int = 1
 
     def __post_init__(self) -> None:
         io = robot_io(self.robot)
+        self.members = int(self.members)
+        if self.members < 1:
+            raise ValueError("members must be >= 1")
         self.hidden = tuple(int(h) for h in self.hidden)
         if self.mode not in ("force", "state"):
             raise ValueError(f"mode {self.mode!r}: expected 'force' or 'state'")
@@ -199,6 +206,11 @@ class ResidualNet(nn.Module):
     def __init__(self, cfg: ResidualConfig) -> None:
         super().__init__()
         self.cfg = cfg
+        if cfg.members > 1:  # an ensemble: the mean of separately trained members
+            self.register_buffer("bound", torch.tensor(cfg.bounds(), dtype=torch.float64))
+            self.ens = nn.ModuleList(ResidualNet(replace(cfg, members=1)) for _ in range(cfg.members))
+            return
+        self.ens = None
         nf = len(ROBOT_IO[cfg.robot].features)
         nout = len(cfg.outputs)  # type: ignore[arg-type]
         self.register_buffer("x_mean", torch.zeros(nf, dtype=torch.float64))
@@ -224,10 +236,16 @@ class ResidualNet(nn.Module):
 
     def set_normalisation(self, mean: torch.Tensor, std: torch.Tensor) -> None:
         """Feature mean and std (Shape: (F,)); std floored at 1e-3."""
+        if self.ens is not None:
+            for m in self.ens:
+                m.set_normalisation(mean, std)
+            return
         self.x_mean.copy_(mean.to(torch.float64))
         self.x_std.copy_(torch.clamp(std.to(torch.float64), min=1e-3))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.ens is not None:
+            return torch.stack([m(x) for m in self.ens]).mean(0)
         z = (x - self.x_mean) / self.x_std
         B = z.shape[0]
         if self.per_output:
@@ -241,6 +259,10 @@ class ResidualNet(nn.Module):
 
     def zero_(self) -> ResidualNet:
         """Make the output exactly zero everywhere (tests: the fitted simulator)."""
+        if self.ens is not None:
+            for m in self.ens:
+                m.zero_()
+            return self
         with torch.no_grad():
             self.head.weight.zero_()
             self.head.bias.zero_()
@@ -275,6 +297,8 @@ def save_residual(path: str | Path, net: ResidualNet, meta: Mapping[str, Any] | 
     cfg = asdict(net.cfg)
     cfg["hidden"] = list(cfg["hidden"])
     cfg["outputs"] = list(cfg["outputs"])
+    if cfg.get("members", 1) == 1:  # a single network: the format older readers know
+        cfg.pop("members", None)
     blob = {
         "format": CKPT_FORMAT,
         "version": CKPT_VERSION,
@@ -346,6 +370,21 @@ def load_residual(path: str | Path, robot: str | None = None) -> Residual:
     return res
 
 
+def ensemble_of(nets: Sequence[ResidualNet]) -> ResidualNet:
+    """One ensemble network (``members`` = len(nets)) whose output is the mean of `nets`
+    (one configuration, members 1 each). A single net is returned as it is."""
+    if len(nets) == 1:
+        return nets[0]
+    cfg = replace(nets[0].cfg, members=len(nets))
+    out = ResidualNet(cfg)
+    assert out.ens is not None
+    for m, n in zip(out.ens, nets, strict=True):
+        if n.cfg != nets[0].cfg:
+            raise ValueError("ensemble members differ in configuration")
+        m.load_state_dict(n.state_dict())
+    return out.eval()
+
+
 def zero_residual(cfg: ResidualConfig | None = None) -> Residual:
     """A residual whose output is exactly zero (the fitted simulator)."""
     return Residual(ResidualNet(cfg or ResidualConfig()).zero_().eval(), {})
@@ -363,6 +402,7 @@ __all__ = [
     "Residual",
     "ResidualConfig",
     "ResidualNet",
+    "ensemble_of",
     "load_residual",
     "residual_from_blob",
     "save_residual",

@@ -126,6 +126,8 @@ def test_train_residual_bad_input(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("opt", "value", "needle"), [
     ("--hidden", "64,x", "--hidden"), ("--hidden", "0", "--hidden"),
     ("--weight-decay", "-1", "--weight-decay"), ("--lr", "0", "--lr"),
+    ("--chunk", "-1", "--chunk"), ("--inner", "0", "--inner"), ("--clip", "-1", "--clip"),
+    ("--ensemble", "0", "--ensemble"), ("--line-search", "2", "--line-search"),
 ])
 def test_train_residual_bad_training_knob(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                          opt: str, value: str, needle: str) -> None:
@@ -211,3 +213,78 @@ def test_train_residual_default_history_is_the_robots(tmp_path: Path) -> None:
     res = train_residual(cfg, episodes=eps, log=lambda s: None)
     assert res.residual.cfg.history == 10
     assert load_residual(tmp_path / "h.pt").cfg.history == 10
+
+
+def test_chunked_unroll_matches_the_whole_segment_unroll() -> None:
+    """Chunks started from a whole unroll's own deltas give that unroll's predictions."""
+    from dynamics.lightning import chunk_batch, unroll
+
+    torch.manual_seed(0)
+    cfg = ResidualConfig(history=4)
+    net = ResidualNet(cfg)
+    with torch.no_grad():
+        net.head.weight.normal_(0, 0.3)
+    B, J, S, n, F = 3, 23, 4, len(cfg.outputs), 9
+    d = torch.float64
+    b = {"A": 0.9 * torch.eye(S, dtype=d).expand(B, J, S, S) + 0.01 * torch.randn(B, J, S, S, dtype=d),
+         "G": 0.1 * torch.randn(B, J, S, n, dtype=d), "fbar": torch.zeros(B, J, n, dtype=d),
+         "sbar": torch.randn(B, J + 1, S, dtype=d), "feat": torch.randn(B, J + 3, F, dtype=d),
+         "y": torch.randn(B, J, 2, dtype=d), "mask": torch.ones(B, J, dtype=d)}
+    b["mask"][1, 20:] = 0
+    with torch.no_grad():
+        pred, _ = unroll(net, b, 4)
+        cb = chunk_batch(b, pred, 5, 4)
+        pc, _ = unroll(net, cb, 4, 0, cb["d0"])
+    assert cb["A"].shape[:2] == (B * 5, 5)
+    got = torch.cat(pc.split(B, dim=0), dim=1)[:, :J]
+    torch.testing.assert_close(got, pred, rtol=1e-12, atol=1e-12)
+    assert float(cb["mask"].sum()) == float(b["mask"].sum())
+
+
+def test_chunked_training_runs(tmp_path: Path) -> None:
+    from dynamics.train import TrainConfig, train_residual
+
+    p = CarParams()
+    eps = [drag_law_episode(p, ep, K_DRAG, f"ep_{i:06d}") for i, ep in enumerate(_episodes(2, 1.0))]
+    cfg = TrainConfig(out=str(tmp_path / "c.pt"), holdout="0", passes=1, epochs=1, chunk=10, inner=2,
+                      clip=1.0, logdir=str(tmp_path / "tb"))
+    res = train_residual(cfg, episodes=eps, log=lambda s: None)
+    assert load_residual(tmp_path / "c.pt").cfg.history == res.residual.cfg.history
+
+
+def test_ensemble_averages_members_and_loads_weights_only(tmp_path: Path) -> None:
+    """An ensemble checkpoint: the mean of its members, bounded, loads with
+    weights_only=True; a single net's checkpoint keeps the old format (no 'members')."""
+    from realsim.residual import ensemble_of
+
+    torch.manual_seed(0)
+    nets = [ResidualNet(ResidualConfig(history=3)) for _ in range(3)]
+    for n in nets:
+        with torch.no_grad():
+            n.head.weight.normal_(0, 3.0)
+    ens = ensemble_of(nets)
+    x = torch.randn(7, 3, 9, dtype=torch.float64)
+    torch.testing.assert_close(ens(x), sum(n(x) for n in nets) / 3)
+    with torch.no_grad():
+        assert bool((ens(x).abs() <= ens.bound).all())
+    save_residual(tmp_path / "e.pt", ens)
+    r = load_residual(tmp_path / "e.pt")
+    assert r.cfg.members == 3
+    torch.testing.assert_close(r.net(x), ens(x))
+    save_residual(tmp_path / "one.pt", nets[0])
+    assert "members" not in torch.load(tmp_path / "one.pt", weights_only=True)["config"]
+    assert load_residual(tmp_path / "one.pt").cfg.members == 1
+    z = ResidualNet(ResidualConfig(history=3, members=2)).zero_()
+    with torch.no_grad():
+        assert float(z(x).abs().max()) == 0.0
+
+
+def test_ensemble_training_runs(tmp_path: Path) -> None:
+    from dynamics.train import TrainConfig, train_residual
+
+    p = CarParams()
+    eps = [drag_law_episode(p, ep, K_DRAG, f"ep_{i:06d}") for i, ep in enumerate(_episodes(2, 1.0))]
+    cfg = TrainConfig(out=str(tmp_path / "k.pt"), holdout="0", passes=1, epochs=1, ensemble=2,
+                      logdir=str(tmp_path / "tb"))
+    res = train_residual(cfg, episodes=eps, log=lambda s: None)
+    assert res.residual.cfg.members == 2 and load_residual(tmp_path / "k.pt").cfg.members == 2
