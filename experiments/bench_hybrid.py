@@ -1,6 +1,6 @@
 """Cost of a hybrid (fitted + residual) open-loop step against a plain MuJoCo step, batched.
 
-    python experiments/bench_hybrid.py [--batch 16] [--seconds 10] [--repeat 3]
+    python experiments/bench_hybrid.py [--batch 16] [--seconds 10] [--repeat 3] [--members 1]
 
 Plain: `robots.rc_car.sim.rollout_controls` (one `mujoco.rollout` call over the batch,
 serial and with 2 threads). Hybrid: `realsim.sim.HybridSim.rollout` with the default
@@ -32,6 +32,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--members", type=int, default=1,
+                    help="residual ensemble size (train-residual --ensemble K): K networks averaged")
     a = ap.parse_args()
     torch.set_num_threads(1)
     p = CarParams()
@@ -45,9 +47,10 @@ def main() -> None:
     K = eps[0].nstep
     ctrl = np.stack([car_sim.control_sequence(e.command_t, e.action, p, 0.01, K, e.sensor_t, e.vbat) for e in eps])
     init = np.stack([car_sim._full_state(m, d, *car_sim.initial_qpos_qvel(m, p, e), 0.01) for e in eps])
-    net = ResidualNet(ResidualConfig())
-    with torch.no_grad():
-        net.head.weight.normal_(0, 0.3)
+    net = ResidualNet(ResidualConfig(members=a.members))
+    with torch.no_grad():  # a non-zero output from every member
+        for member in (net.ens if net.ens is not None else [net]):
+            member.head.weight.normal_(0, 0.3)
     res = Residual(net.eval(), {})
     hyb = HybridSim("rc_car", p, res)
     steps = a.batch * K
