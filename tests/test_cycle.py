@@ -640,3 +640,13 @@ def test_residual_judge_driver_needs_two_drivers(tmp_path: Path) -> None:
         CycleConfig.from_yaml(p)
     with pytest.raises(UserError, match="residual_judge"):
         CycleConfig.from_yaml(write_config(tmp_path, residual_judge="heldout"))
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "experiments").glob("*cycle*.yaml")))
+def test_experiment_cycle_configs_load(name: str) -> None:
+    """Every cycle config in experiments/ (the README's main job, the full run, issue 6's
+    two-iteration run, the arm's) loads into a CycleConfig whose student config exists;
+    an unknown key would exit 2 when a user runs it."""
+    cfg = CycleConfig.from_yaml(ROOT / "experiments" / name)
+    assert cfg.iterations >= 1 and cfg.record.drivers
+    assert cfg.student_config is None or (ROOT / cfg.student_config).is_file() or Path(cfg.student_config).is_file()
