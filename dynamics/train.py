@@ -283,10 +283,7 @@ def train_residual(
         "fit_alone": {"train": _brief(base_train), "held": _brief(base_held)},
         "fit_plus_residual": {"train": _brief(mt), "held": _brief(mh)},
     }
-    meta = {"params": str(cfg.params or "nominal"), "logs": [str(x) for x in cfg.logs],
-            "train_episodes": [e.key for e in train], "held_episodes": [e.key for e in held],
-            "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
-            "metrics": metrics}
+    meta = _checkpoint_meta(cfg, train, held, metrics)
     kept.meta = meta
     path = save_residual(cfg.out, kept.net, meta) if is_global_zero() else Path(cfg.out)
     log(f"residual: {path} (pass {p})")
@@ -306,33 +303,41 @@ def _train_ensemble(cfg: TrainConfig, episodes: Sequence[LogEpisode] | None,
     train, held = split_holdout(eps, cfg.holdout)
     logdir = Path(cfg.logdir) if cfg.logdir else Path(cfg.out).with_suffix("").parent / (Path(cfg.out).stem + "_tb")
     nets = []
+    fit_alone: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(cfg.ensemble):
             sub = replace(cfg, ensemble=1, seed=cfg.seed + i, out=str(Path(tmp) / f"member{i}.pt"),
                           logdir=str(logdir / f"member{i}"))
             r = train_residual(sub, episodes=eps, log=lambda s, i=i: log(f"member {i}: {s}"))
             nets.append(r.residual.net)
+            fit_alone = r.metrics["fit_alone"]
     net = ensemble_of(nets)
     sim = HybridSim(cfg.robot, params, None)
     sim.period = net.cfg.period
     kept = Residual(net, {})
-    base_train, base_held = evaluate(sim, train, None), evaluate(sim, held, None)
     mt, mh = evaluate(sim, train, kept), evaluate(sim, held, kept)
     log(f"ensemble of {cfg.ensemble}: train {_brief_line(mt)} diverged {len(mt['diverged'])}"
         + (f"; held-out {_brief_line(mh)} diverged {len(mh['diverged'])}" if mh else ""))
     metrics = {
         "pass": -1, "members": cfg.ensemble,
-        "fit_alone": {"train": _brief(base_train), "held": _brief(base_held)},
+        # the fitted simulator alone on the same split: every member measured it already
+        "fit_alone": fit_alone,
         "fit_plus_residual": {"train": _brief(mt), "held": _brief(mh)},
     }
-    meta = {"params": str(cfg.params or "nominal"), "logs": [str(x) for x in cfg.logs],
-            "train_episodes": [e.key for e in train], "held_episodes": [e.key for e in held],
-            "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
-            "metrics": metrics}
+    meta = _checkpoint_meta(cfg, train, held, metrics)
     kept.meta = meta
     path = save_residual(cfg.out, net, meta) if is_global_zero() else Path(cfg.out)
     log(f"residual: {path} (ensemble of {cfg.ensemble})")
     return TrainResult(path, kept, metrics)
+
+
+def _checkpoint_meta(cfg: TrainConfig, train: Sequence[LogEpisode], held: Sequence[LogEpisode],
+                     metrics: dict[str, Any]) -> dict[str, Any]:
+    """What a residual checkpoint records of its training: params, logs, split, config, figures."""
+    return {"params": str(cfg.params or "nominal"), "logs": [str(x) for x in cfg.logs],
+            "train_episodes": [e.key for e in train], "held_episodes": [e.key for e in held],
+            "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
+            "metrics": metrics}
 
 
 def _brief(m: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import h5py
@@ -237,11 +238,12 @@ def test_cycle_killed_in_fit_and_in_training_resumes_to_the_same_outputs(tmp_pat
 # ----------------------------------------------------------------------------- the arm
 
 
-def _fake_verbs(calls: list[list[str]]):
+def _fake_verbs(calls: list[list[str]], write_params: Callable[[Path, str], None] | None = None):
     """A stand-in for `realsim.cycle.realsim`: records each verb's argv, writes what the
-    next stage reads (params.yaml, whose validation split holds out ep_000000 of the
-    first log the fit was given), prints each verb's last line."""
-    from realsim.robots.arm.params import ArmParams
+    next stage reads (params.yaml, by `write_params(path, first log)`; default the arm's,
+    whose validation split holds out ep_000000 of the first log the fit was given),
+    prints each verb's last line."""
+    write = write_params or _arm_params
 
     def fake(*args: object, log_to: Path) -> str:
         argv = [str(a) for a in args]
@@ -249,11 +251,7 @@ def _fake_verbs(calls: list[list[str]]):
         log_to.parent.mkdir(parents=True, exist_ok=True)
         if argv[0] == "fit":
             p = Path(argv[argv.index("--out") + 1]) / "params.yaml"
-            ArmParams.nominal().to_yaml(p)
-            doc = yaml.safe_load(p.read_text())
-            first = argv[argv.index("--logs") + 1]
-            doc["fit"] = {"logs": {first: {"train": ["ep_000001"], "heldout": ["ep_000000"]}}}
-            p.write_text(yaml.safe_dump(doc))
+            write(p, argv[argv.index("--logs") + 1])
             return str(p)
         if argv[0] == "train-student":
             return f"checkpoint={argv[argv.index('--out') + 1]} episodes=8 success=0.750"
@@ -262,6 +260,16 @@ def _fake_verbs(calls: list[list[str]]):
         return ""
 
     return fake
+
+
+def _arm_params(p: Path, first: str) -> None:
+    """The arm's nominal params.yaml; the fit trained on ep_000001 of `first` and held out ep_000000."""
+    from realsim.robots.arm.params import ArmParams
+
+    ArmParams.nominal().to_yaml(p)
+    doc = yaml.safe_load(p.read_text())
+    doc["fit"] = {"logs": {first: {"train": ["ep_000001"], "heldout": ["ep_000000"]}}}
+    p.write_text(yaml.safe_dump(doc))
 
 
 @pytest.mark.parametrize("helps", [True, False])
@@ -462,24 +470,12 @@ def _fake_car_verbs(calls: list[list[str]]):
     """`realsim.cycle.realsim` for the car: `fit` writes a params.yaml whose validation
     split (fit.logs) holds out ep_000000 of the first log it was given."""
 
-    def fake(*args: object, log_to: Path) -> str:
-        argv = [str(a) for a in args]
-        calls.append(argv)
-        log_to.parent.mkdir(parents=True, exist_ok=True)
-        if argv[0] == "fit":
-            out = Path(argv[argv.index("--out") + 1])
-            first = argv[argv.index("--logs") + 1]
-            doc = {"robot": "rc_car", "params": {"com_x": {"value": 0.09, "identifiable": True}},
-                   "fit": {"logs": {first: {"train": [], "heldout": ["ep_000000"]}}}}
-            (out / "params.yaml").write_text(yaml.safe_dump(doc))
-            return str(out / "params.yaml")
-        if argv[0] == "train-student":
-            return f"checkpoint={argv[argv.index('--out') + 1]} episodes=8 success=0.750"
-        if argv[0] == "deploy":
-            return "episodes=4 judged=4 success=0.500"
-        return ""
+    def car_params(p: Path, first: str) -> None:
+        doc = {"robot": "rc_car", "params": {"com_x": {"value": 0.09, "identifiable": True}},
+               "fit": {"logs": {first: {"train": [], "heldout": ["ep_000000"]}}}}
+        p.write_text(yaml.safe_dump(doc))
 
-    return fake
+    return _fake_verbs(calls, car_params)
 
 
 @pytest.mark.parametrize("worse", [False, True])
