@@ -157,7 +157,9 @@ class CycleConfig:
     # fit's validation episodes (every 4th excitation episode, all drivers mixed);
     # "driver": every episode of one excitation driver so far (record.drivers in turn,
     # iteration i: the (i-1)-th), so the residual is judged as the held-out gap measures
-    # it, on a signal it never trained on (module note)
+    # it, on a signal it never trained on (module note); "drivers": every driver in turn
+    # (one residual trained without each), used only if it wins on every one, since one
+    # left-out driver passed a residual the held-out driver then rejected (module note)
     residual_judge: str = "fit"
     teach_episodes: int = 200  # teacher episodes per iteration
     teach_args: list[str] = field(default_factory=list)
@@ -198,10 +200,11 @@ class CycleConfig:
         cfg = cls(**raw, record=RecordConfig(**rec))
         if not cfg.record.drivers:
             raise UserError(f"{p}: record.drivers is empty")
-        if cfg.residual_judge not in ("fit", "driver"):
-            raise UserError(f"{p}: residual_judge must be fit or driver, not {cfg.residual_judge!r}")
-        if cfg.residual_judge == "driver" and len(set(cfg.record.drivers)) < 2:
-            raise UserError(f"{p}: residual_judge: driver needs 2 or more record.drivers")
+        if cfg.residual_judge not in ("fit", "driver", "drivers"):
+            raise UserError(f"{p}: residual_judge must be fit, driver or drivers, "
+                            f"not {cfg.residual_judge!r}")
+        if cfg.residual_judge != "fit" and len(set(cfg.record.drivers)) < 2:
+            raise UserError(f"{p}: residual_judge: {cfg.residual_judge} needs 2 or more record.drivers")
         if cfg.student_config and not Path(cfg.student_config).is_file():
             raise UserError(f"{p}: student_config {cfg.student_config} does not exist")
         return cfg
@@ -495,6 +498,46 @@ def residual_decision(robot: str, params: Path, residual: Path, d: Path,
                    f"{ratio:.3f}): fitted only"}
 
 
+def _residual_every_driver(cfg: CycleConfig, d: Path, fitted: Path,
+                           logs: list[Path]) -> dict[str, Any]:
+    """`residual_judge: drivers`: leave one driver out, for every driver in turn.
+
+    For each excitation driver a residual is trained without every episode of it
+    (`driver_episodes`, `residual_holdout`) and judged on them (`residual_decision`); the
+    residual is used only if it beats fitted alone on every left-out driver, i.e. if the
+    training recipe carries to a kind of signal it never saw, which is what the held-out
+    driver asks of it. The residual used (and reported on held-out) is then trained on
+    every excitation episode, as cross-validation estimates a recipe and refits on all.
+    Costs (drivers + 1) trainings. Returns the stage's record, with one "folds" entry
+    per driver."""
+    robot, R = cfg.robot, cfg.record
+    folds = []
+    for drv in dict.fromkeys(R.drivers or []):
+        val = driver_episodes(logs, drv, _per_driver(R))
+        f = d / f"without_{drv.split(':')[-1]}"
+        ckpt = f / "residual.ckpt"
+        hold = residual_holdout(fitted, val)
+        realsim("train-residual", robot, "--params", fitted, "--logs", *logs, "--out", ckpt,
+                *cfg.residual_args, *(["--holdout", ",".join(hold)] if hold else []),
+                log_to=d / "log.txt")
+        dec = residual_decision(robot, fitted, ckpt, f / "decision", d / "log.txt", val=val,
+                                what=f"episode(s) of {drv}")
+        folds.append({"driver": drv, "use": dec["use"], "ratio": dec["ratio"],
+                      "validation": dec["validation"]})
+    ckpt = d / "residual.ckpt"
+    realsim("train-residual", robot, "--params", fitted, "--logs", *logs, "--out", ckpt,
+            *cfg.residual_args, log_to=d / "log.txt")
+    use = bool(folds) and all(f["use"] for f in folds)
+    ratios = [f["ratio"] for f in folds if f["ratio"] is not None]
+    per = ", ".join(f"without {f['driver']}: "
+                    + ("n/a" if f["ratio"] is None else f"{f['ratio']:.3f}") for f in folds)
+    why = (f"fitted+residual beats fitted alone on every driver left out of its training ({per})"
+           if use else f"residual does not beat fitted alone on every driver left out of its "
+                       f"training ({per}; mean ratio over metrics, below 1 helps): fitted only")
+    return {"residual": str(ckpt), "use": use, "ratio": max(ratios) if ratios else None,
+            "folds": folds, "why": why}
+
+
 # ----------------------------------------------------------------------------- the cycle
 
 
@@ -584,6 +627,8 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
                 row["params"] = _param_table(params)
             if cfg.residual and params:
                 def residual_stage(d: Path, fitted: Path = params, i: int = i) -> dict[str, Any]:
+                    if cfg.residual_judge == "drivers":
+                        return _residual_every_driver(cfg, d, fitted, residual_logs)
                     # trained without the episodes that judge it (appended last, so a
                     # --holdout in residual_args cannot put them back), then judged on them
                     val, what = None, "validation episode(s) of the fit"
@@ -731,6 +776,16 @@ def _spearman(pairs: list[tuple[float, float]]) -> float | None:
     return float(spearmanr(sims, reals).statistic)
 
 
+def in_use_error(row: dict[str, Any]) -> dict[str, float] | None:
+    """Held-out error ({metric: RMSE}) of the simulator an iteration's teach and train ran
+    in: fitted+residual when the residual was used, else fitted, else nominal."""
+    g = row.get("heldout_rmse") or {}
+    name = ("fitted+residual" if row.get("residual_used") else "fitted" if "fitted" in g
+            else "nominal")
+    e = g.get(name)
+    return {k: float(v) for k, v in e.items()} if isinstance(e, dict) else None
+
+
 def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None],
             robot: str = "rc_car") -> None:
     """summary.md + summary.png + TensorBoard scalars across iterations so far."""
@@ -738,22 +793,33 @@ def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]
     head = " | ".join(f"held-out {lab.split('|')[0]} nominal / fitted / +residual "
                       f"({lab.split('|')[1]})" for lab in metrics.values())
     lines = ["# realsim cycle", "", f"robot: {robot}", "",
-             f"| iteration | {head} | residual used | sim success | real success |",
-             "|---|" + "---|" * len(metrics) + "---|---|---|"]
+             f"| iteration | {head} | residual used | simulator in use: held-out error / "
+             "previous iteration's | sim success | real success |",
+             "|---|" + "---|" * len(metrics) + "---|---|---|---|"]
+    prev: dict[str, float] | None = None
     for r in history:
         g = r["heldout_rmse"]
+        now = in_use_error(r)
+        step, _ = error_ratio(prev, now) if prev and now else (None, "")
+        prev = now
 
         def cell(sig: str, g: dict = g) -> str:
             return " / ".join(f"{g[v][sig]:.4g}" if v in g and sig in g[v] else "-"
                               for v in ("nominal", "fitted", "fitted+residual"))
         used = "yes" if r.get("residual_used") else ("no" if "fitted+residual" in g else "-")
         lines.append(f"| {r['iteration']} | " + " | ".join(cell(m) for m in metrics)
-                     + f" | {used} | {r['sim_success']:.0%} | {r['real_success']:.0%} |")
-    lines += ["", "The held-out figures above are reported only: they decide nothing.", "",
+                     + f" | {used} | " + ("-" if step is None else f"{step:.3f}")
+                     + f" | {r['sim_success']:.0%} | {r['real_success']:.0%} |")
+    lines += ["", "The held-out figures above are reported only: they decide nothing. The "
+              "simulator in use is the one teach and train ran in (nominal, fitted, or "
+              "fitted+residual when the residual was used); its column is the mean over "
+              "metrics of its held-out error over the previous iteration's (below 1: the gap "
+              "fell).", "",
               "Residual decision (teach and train use the residual only if fitted+residual "
               "beats fitted alone on episodes it is not trained on: the fit's own validation "
               "episodes, or with `residual_judge: driver` every episode of one excitation "
-              "driver; the held-out episodes play no part):", ""]
+              "driver, or with `residual_judge: drivers` each driver in turn, left out of "
+              "one residual's training; the held-out episodes play no part):", ""]
     lines += [f"- iteration {r['iteration']}: {r.get('residual_why', '-')}" for r in history]
     lines += ["", "Fit decision (a new fit replaces the params in use only if it is no worse on "
               "the fit's own validation episodes; the held-out episodes play no part):", ""]

@@ -630,6 +630,65 @@ def test_car_residual_judged_on_a_driver_it_never_trained_on(
     assert ["--residual" in c for c in teach] == [False, True, False]
 
 
+@pytest.mark.parametrize("helps_everywhere", [True, False])
+def test_car_residual_judged_on_every_driver_left_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helps_everywhere: bool) -> None:
+    """`residual_judge: drivers`: one residual per excitation driver, trained without every
+    episode of it and judged on exactly those; then one on every episode (no --holdout),
+    which teach and train get only if each left-out driver was won. A residual that loses
+    on one driver (prbs) is not used, however well it does on the others."""
+    import realsim.cycle as cyc
+
+    cfg = CycleConfig.from_yaml(write_config(tmp_path, iterations=1, residual_judge="drivers"))
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cyc, "realsim", _fake_car_verbs(calls))
+    judged: list[tuple[str, str]] = []
+
+    def error(real: Path, pred: Path, episodes: object = None) -> dict[str, float]:
+        p = Path(pred)
+        fold = p.parent.parent.name
+        if fold.startswith("without_"):
+            judged.append((fold, Path(real).name))
+            assert episodes == ["ep_000000"]
+            wins = helps_everywhere or fold != "without_prbs"
+            if p.stem.startswith("fitted_residual"):
+                return {"yaw_rate": 0.01 if wins else 0.03, "wheel_speed": 1.0}
+        return {"yaw_rate": 0.02, "wheel_speed": 1.0}
+
+    monkeypatch.setattr(cyc, "dynamics_error", error)
+    out = tmp_path / "run"
+    cyc._iterate(cfg, out, ["--port", "/dev/pts/7", "--camera", "http://a"], log=lambda m: None)
+
+    res = [c for c in calls if c[0] == "train-residual"]
+    assert len(res) == 4
+    for c, drv in zip(res, ("steps", "chirp", "prbs"), strict=False):
+        hold = c[c.index("--holdout") + 1].split(",")
+        files = [out / f"iter_{k:02d}" / "record" / f"{drv}.h5" for k in range(2)]
+        assert hold == sorted(f"{f.resolve()}:ep_000000" for f in files)
+        assert Path(c[c.index("--out") + 1]).parent.name == f"without_{drv}"
+    assert "--holdout" not in res[3] and Path(res[3][res[3].index("--out") + 1]).parent.name == "residual"
+    assert {f for f, _ in judged} == {"without_steps", "without_chirp", "without_prbs"}
+    assert all(f == f"without_{Path(n).stem}" for f, n in judged)
+    rows = json.loads((out / "summary.json").read_text())
+    assert rows[1]["residual_used"] is helps_everywhere
+    assert "without excite:prbs: " + ("0.750" if helps_everywhere else "1.250") in rows[1]["residual_why"]
+    teach = [c for c in calls if c[0] == "teach"]
+    assert ["--residual" in c for c in teach] == [False, helps_everywhere]
+    assert "--residual" in teach[1] or not helps_everywhere
+    summary = (out / "summary.md").read_text()
+    assert "simulator in use" in summary
+
+
+def test_in_use_error_follows_the_residual_decision() -> None:
+    """The report's 'simulator in use' column: fitted+residual only when it was used."""
+    from realsim.cycle import in_use_error
+
+    g = {"nominal": {"y": 3.0}, "fitted": {"y": 2.0}, "fitted+residual": {"y": 1.0}, "seconds": 4.0}
+    assert in_use_error({"heldout_rmse": g, "residual_used": True}) == {"y": 1.0}
+    assert in_use_error({"heldout_rmse": g, "residual_used": False}) == {"y": 2.0}
+    assert in_use_error({"heldout_rmse": {"nominal": {"y": 3.0}}}) == {"y": 3.0}
+
+
 def test_residual_judge_driver_needs_two_drivers(tmp_path: Path) -> None:
     p = write_config(tmp_path, residual_judge="driver", record={**TINY["record"], "drivers": ["excite:steps"]})
     with pytest.raises(UserError, match="2 or more"):
