@@ -62,7 +62,12 @@ runs/cycle2b's iteration 2 (offline) the residual beat fitted alone there (mean 
 0.62, one steps episode) and yet did worse on both held-out episodes; judged instead on
 every episode of one driver left out of its training (`residual_judge: driver`: chirp,
 3 episodes) it did not beat fitted alone (ratio 1.005, and 1.18 with steps left out),
-the same verdict as the held-out episodes. The held-out episodes never enter
+the same verdict as the held-out episodes. One left-out driver is still one draw: in
+runs/cycle3, cycle3e and cycle2b (offline) iteration 2's residual beat fitted alone on
+the chirp driver and was worse on the held-out driver all three times. `residual_judge:
+drivers` asks more, as cross-validation does: a residual trained without each driver in
+turn must beat fitted alone on that driver, every time, before the one trained on every
+driver is used (`_residual_every_driver`; drivers + 1 trainings). The held-out episodes never enter
 the fit, the residual, or either decision (fit adopted? residual used?): they only
 measure, and the report's gap table is their measurement.
 
