@@ -1,7 +1,7 @@
 """The arm's behaviour-cloning ceiling: clone the teacher from PRIVILEGED inputs.
 
     python experiments/arm_bc_ceiling.py --data teach_200.h5 [more.h5 ...] \
-        [--epochs 30] [--episodes 24] [--action-noise 0.01] [--past-action]
+        [--epochs 30] [--episodes 24] [--action-noise 0.01] [--past-action] [--pose-error M]
 
 Not a student (it reads privileged/, which the student's loader refuses): a diagnostic
 that separates perception from imitation. It clones the same teacher actions, with the
@@ -11,7 +11,10 @@ of the cameras. If this ceiling is far above the camera student, work on percept
 it is itself low, the imitation (data, phase inference, compounding error) is the limit
 and no encoder will fix it. --past-action adds the previous goal sent (relative to the
 joints, as the chunk) to the input: does hidden teacher state (its integral sag correction,
-the time within a phase) limit a memoryless clone? Prints `ceiling success=<rate> n=<N> action_noise=<S>`.
+the time within a phase) limit a memoryless clone? --pose-error M shifts the cube and square
+positions the clone sees by one offset per episode, uniform in +-M m on x and y (training and
+evaluation alike): what a camera-pose error does to a student that locates them from a camera
+whose pose is randomized (spec/arm.md: +-2 cm, +-3 degrees). Prints `ceiling success=<rate> n=<N> action_noise=<S>`.
 """
 
 from __future__ import annotations
@@ -53,16 +56,26 @@ def relative(goal: np.ndarray, q: np.ndarray) -> np.ndarray:
     return g
 
 
-def load(paths: list[str], past: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def shifted(cube: np.ndarray, target: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cube poses (..., 7) and the square (2,) as seen with a position error `off` (2,) m."""
+    cube = np.array(cube, dtype=np.float64)
+    cube[..., :2] += off
+    return cube, np.asarray(target, np.float64) + off
+
+
+def load(paths: list[str], past: bool, pose_error: float = 0.0,
+         seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """(X (N, 23 [+6]), Y (N, K*6)): successful teacher episodes, chunks with the tail held."""
     xs, ys = [], []
+    rng = np.random.default_rng([seed, 13])
     for path in paths:
         for ep in LogReader(path).episodes(privileged=True):
             if int(ep.attrs.get("success", 0)) != 1:
                 continue
             a = np.asarray(ep.command["action"])
             qp, qv = np.asarray(ep.sensors["qpos"]), np.asarray(ep.sensors["qvel"])
-            cube, target = np.asarray(ep.privileged["cube_pose"]), np.asarray(ep.privileged["target_xy"])
+            cube, target = shifted(ep.privileged["cube_pose"], ep.privileged["target_xy"],
+                                   rng.uniform(-pose_error, pose_error, 2))
             n = len(a)
             for i in range(n):
                 chunk = relative(a[[min(i + j, n - 1) for j in range(K)]], qp[i])
@@ -82,10 +95,11 @@ def main() -> None:
     ap.add_argument("--action-noise", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--past-action", action="store_true")
+    ap.add_argument("--pose-error", type=float, default=0.0)
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)
-    x, y = load(a.data, a.past_action)
+    x, y = load(a.data, a.past_action, a.pose_error, a.seed)
     print(f"samples {len(x)} from {', '.join(a.data)}", flush=True)
     net = nn.Sequential(nn.Linear(x.shape[1], 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                         nn.Linear(512, y.shape[1]))
@@ -107,12 +121,13 @@ def main() -> None:
         seed = 10_000 + k  # the student's evaluation scenes (student.config eval_seed)
         rng = np.random.default_rng([seed, 77])
         obs = env.reset(seed)
+        off = np.random.default_rng([seed, 78]).uniform(-a.pose_error, a.pose_error, 2)
         ex = TemporalEnsemble(0.01)
         ex.reset()
         last = normalise(np.asarray(obs.telemetry["qpos"]))
         while not env.done:
             p, q = env.privileged(), np.asarray(obs.telemetry["qpos"])
-            f_np = features(q, np.asarray(obs.telemetry["qvel"]), p["cube_pose"], p["target_xy"])
+            f_np = features(q, np.asarray(obs.telemetry["qvel"]), *shifted(p["cube_pose"], p["target_xy"], off))
             if a.past_action:
                 f_np = np.concatenate([f_np, relative(last, q)])
             f = torch.tensor(f_np, dtype=torch.float32)
@@ -127,7 +142,7 @@ def main() -> None:
             obs = env.step(np.clip(act + a.action_noise * rng.standard_normal(6), -1, 1))
         wins += env.verdict()[0]
     print(f"ceiling success={wins / a.episodes:.3f} n={a.episodes} action_noise={a.action_noise} "
-          f"past_action={a.past_action} data={len(a.data)} files")
+          f"past_action={a.past_action} pose_error={a.pose_error} data={len(a.data)} files")
 
 
 if __name__ == "__main__":

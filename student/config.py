@@ -34,8 +34,9 @@ def input_height(width: int, crop_rows: Sequence[int] | None = None,
     return max(1, int(round(width * rows / cw)))
 
 
-ENCODERS = ("grid", "keypoints")
-"""`StudentConfig.encoder` choices (`student.model`)."""
+ENCODERS = ("grid", "keypoints", "none")
+"""`StudentConfig.encoder` choices (`student.model`; "none": no learned encoder, the
+fixed `blob_moments` alone)."""
 
 ARM_DEFAULTS: dict[str, Any] = {
     # what the arm changes from the car's defaults (the dataclass defaults are the car's);
@@ -123,6 +124,12 @@ class StudentConfig:
     image position of each of `keypoints` learned features, as in Levine et al. 2016 and
     robomimic): sub-pixel positions of small objects, with few weights. The arm's grid
     student stopped 1-2 cm off the cube and pushed it away."""
+    blob_moments: bool = False
+    """Append each camera's fixed task-colour blob statistics (`student.model.BlobMoments`:
+    size, centroid, spread and 4-fold orientation of the red and of the green mask) to its
+    encoder's features; needs input_mode "task_colors". They locate the cube to a fraction
+    of an input pixel with no weights to learn; the grid encoder alone stopped 0.3-4 cm
+    off the cube."""
     keypoints: int = 32
     """Feature maps, hence (x, y) keypoints, per camera of the "keypoints" encoder."""
     channels: tuple[int, ...] = (16, 32, 48, 64)
@@ -284,6 +291,10 @@ class StudentConfig:
             raise UserError(f"config: execution {self.execution!r} is not one of {', '.join(EXECUTIONS)}")
         if self.encoder not in ENCODERS:
             raise UserError(f"config: encoder {self.encoder!r} is not one of {', '.join(ENCODERS)}")
+        if self.blob_moments and self.input_mode != "task_colors":
+            raise UserError("config: blob_moments needs input_mode task_colors (it reads the colour masks)")
+        if self.encoder == "none" and not self.blob_moments:
+            raise UserError("config: encoder none leaves the cameras unread: set blob_moments")
         if self.keypoints < 1:
             raise UserError("config: keypoints must be >= 1")
         if self.chunk_len < 1:

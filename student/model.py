@@ -90,7 +90,72 @@ class KeypointEncoder(nn.Module):
         return self.fc(torch.cat([pos.flatten(1), peak], dim=1))
 
 
-def make_encoder(cfg: StudentConfig) -> nn.Module:
+class BlobMoments(nn.Module):
+    """Task-colour masks (B, 3, h, w) in [0, 1] -> (B, 9 M) fixed blob statistics, no weights.
+
+    For each of the M = 2 mask channels (`student.features.task_color_masks`: red cube,
+    green square), from the pixel weights p = clamp((mask - 0.1) / 0.9, 0, 1) (training's
+    pixel noise stays out): size sqrt(mass / (h w)); presence min(mass / 2 px, 1); then,
+    times presence (all 0 where the colour is absent), the centroid (x, y), the standard
+    deviations along x and y and their correlation, and the 4-fold orientation (Re, Im
+    of E[z^4] / E[|z|^4], z the offset from the centroid as a complex number: a square's
+    turn about the view axis, which second moments cannot see). x spans [-1, 1] across
+    the width, y the same scale (so a square stays square): the area-averaged masks keep
+    sub-pixel positions that a stack of stride-2 convolutions blurs, and a cube 5 px wide
+    in the front camera then reads to a fraction of a pixel.
+    """
+
+    channels = 2
+    width = 9 * channels
+
+    def __init__(self, h: int, w: int) -> None:
+        super().__init__()
+        xs = (torch.arange(w, dtype=torch.float32) + 0.5) * (2.0 / w) - 1.0
+        ys = ((torch.arange(h, dtype=torch.float32) + 0.5) * (2.0 / w)) - h / w
+        yy, xx = torch.meshgrid(ys, xs, indexing="ij")
+        self.register_buffer("xx", xx.flatten(), persistent=False)
+        self.register_buffer("yy", yy.flatten(), persistent=False)
+        self.pixels = float(h * w)
+
+    def forward(self, img: torch.Tensor) -> torch.Tensor:
+        p = ((img[:, :self.channels].flatten(2) - 0.1) / 0.9).clamp(0, 1)  # (B, M, hw)
+        m = p.sum(-1)  # (B, M) pixel mass
+        present = (m / 2.0).clamp(max=1.0)
+        w = p / m.clamp_min(1e-6).unsqueeze(-1)
+        cx, cy = w @ self.xx, w @ self.yy
+        dx, dy = self.xx - cx.unsqueeze(-1), self.yy - cy.unsqueeze(-1)  # (B, M, hw)
+        vx, vy, cxy = (w * dx * dx).sum(-1), (w * dy * dy).sum(-1), (w * dx * dy).sum(-1)
+        sx, sy = vx.clamp_min(1e-8).sqrt(), vy.clamp_min(1e-8).sqrt()
+        corr = cxy / (sx * sy).clamp_min(1e-6)
+        r2 = dx * dx + dy * dy
+        re4 = (w * (r2 * r2 - 8 * dx * dx * dy * dy)).sum(-1)  # Re (dx + i dy)^4
+        im4 = (w * 4 * dx * dy * (dx * dx - dy * dy)).sum(-1)  # Im (dx + i dy)^4
+        norm4 = (w * r2 * r2).sum(-1).clamp_min(1e-12)
+        shape = torch.stack([cx, cy, 3 * sx, 3 * sy, corr, re4 / norm4, im4 / norm4], -1)
+        size = (m / self.pixels).sqrt()
+        out = torch.cat([size.unsqueeze(-1), present.unsqueeze(-1), shape * present.unsqueeze(-1)], -1)
+        return out.flatten(1)
+
+
+class CameraEncoder(nn.Module):
+    """One camera's image (B, 3, h, w) -> (B, width): the learned encoder's features
+    (`cfg.encoder`; "none": no network), then the fixed `BlobMoments` (`cfg.blob_moments`)."""
+
+    def __init__(self, cfg: StudentConfig) -> None:
+        super().__init__()
+        self.net = None if cfg.encoder == "none" else _learned_encoder(cfg)
+        self.moments = BlobMoments(cfg.image_height, cfg.image_width) if cfg.blob_moments else None
+        self.width = (0 if self.net is None else cfg.feature_dim) + \
+            (0 if self.moments is None else BlobMoments.width)
+
+    def forward(self, img: torch.Tensor) -> torch.Tensor:
+        parts = [] if self.net is None else [self.net(img)]
+        if self.moments is not None:
+            parts.append(self.moments(img))
+        return torch.cat(parts, dim=1)
+
+
+def _learned_encoder(cfg: StudentConfig) -> nn.Module:
     """The camera encoder `cfg.encoder` names ("grid" or "keypoints")."""
     if cfg.encoder == "keypoints":
         return KeypointEncoder(cfg.channels, cfg.keypoints, cfg.feature_dim, cfg.image_height, cfg.image_width)
@@ -113,10 +178,10 @@ class StudentPolicy(nn.Module):
         self.cfg = cfg
         f = feature_width(cfg.telemetry_fields)
         a = cfg.action_dim
-        self.encoders = nn.ModuleList(make_encoder(cfg) for _ in cfg.cameras)
+        self.encoders = nn.ModuleList(CameraEncoder(cfg) for _ in cfg.cameras)
         self.register_buffer("tel_mean", torch.zeros(f))
         self.register_buffer("tel_std", torch.ones(f))
-        n_in = cfg.feature_dim * len(cfg.cameras) + f * (cfg.history + 1) + a * cfg.history
+        n_in = sum(e.width for e in self.encoders) + f * (cfg.history + 1) + a * cfg.history
         self.q_col = -1  # relative actions: first column of qpos in the telemetry features
         if cfg.relative_actions:
             spec = robot_spec(cfg.robot)
@@ -153,9 +218,18 @@ class StudentPolicy(nn.Module):
 
 
 def upgrade_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A state_dict from before several cameras (one `encoder.`) -> `encoders.0.`."""
-    return {("encoders.0." + k[len("encoder."):] if k.startswith("encoder.") else k): v
-            for k, v in sd.items()}
+    """A state_dict of an older layout -> today's: from before several cameras (one
+    `encoder.`) -> `encoders.0.`; from before `CameraEncoder` (`encoders.<c>.conv...`)
+    -> `encoders.<c>.net.conv...`."""
+    out = {}
+    for k, v in sd.items():
+        if k.startswith("encoder."):
+            k = "encoders.0." + k[len("encoder."):]
+        parts = k.split(".")
+        if parts[0] == "encoders" and len(parts) > 2 and parts[2] not in ("net", "moments"):
+            k = ".".join([*parts[:2], "net", *parts[2:]])
+        out[k] = v
+    return out
 
 
 def frames_to_tensor(frames: np.ndarray) -> torch.Tensor:
