@@ -19,7 +19,9 @@ batch told and drop the other processes' trials of it from the update.
 from __future__ import annotations
 
 import importlib.util
+import random
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -63,6 +65,29 @@ def _sqlite_fast(dbapi_conn: object, _record: object) -> None:
         cur.close()
 
 
+def prepare_storage(url: str, tries: int = 6) -> None:
+    """Create Optuna's tables in ``url`` now, tolerating other processes doing the same.
+
+    Processes that open a fresh database together (fit workers, fits on several machines,
+    a monitor reading the study while the fit starts) race in Optuna's schema creation:
+    the loser fails with a duplicate key on ``alembic_version`` (PostgreSQL) or "table
+    already exists" / "database is locked" (sqlite). A retry after a short random pause
+    finds the tables made. After the last try the error is left to `open_study`, which
+    reports it in one line.
+    """
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+    for i in range(tries):
+        try:
+            optuna.storages.RDBStorage(url).engine.dispose()
+            return
+        except (IntegrityError, ProgrammingError, OperationalError):  # the race (or no server)
+            if i + 1 < tries:
+                time.sleep(0.2 + 0.6 * random.random())
+        except Exception:  # noqa: BLE001 - a bad URL: open_study says so in one line
+            return
+
+
 def open_study(storage: str, name: str, sampler: optuna.samplers.BaseSampler) -> optuna.Study:
     """Create or resume the study; one-line UserError for an unusable storage URL."""
     try:
@@ -71,6 +96,7 @@ def open_study(storage: str, name: str, sampler: optuna.samplers.BaseSampler) ->
 
             if not sqlalchemy.event.contains(sqlalchemy.engine.Engine, "connect", _sqlite_fast):
                 sqlalchemy.event.listen(sqlalchemy.engine.Engine, "connect", _sqlite_fast)
+        prepare_storage(storage)
         return optuna.create_study(storage=storage, study_name=name, sampler=sampler,
                                    direction="minimize", load_if_exists=True)
     except Exception as e:  # noqa: BLE001 - Optuna/SQLAlchemy raise many kinds

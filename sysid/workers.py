@@ -27,10 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -44,28 +42,6 @@ _NOT_OPTIONS = ("func", "verb", "command")
 def default_storage(out: str | os.PathLike[str]) -> str:
     """The storage `sysid.fit` uses without ``--storage``: sqlite:///OUT/study.db (absolute)."""
     return f"sqlite:///{(Path(out) / 'study.db').resolve()}"
-
-
-def prepare_storage(url: str, tries: int = 6) -> None:
-    """Create Optuna's tables in ``url`` now, tolerating other processes doing the same.
-
-    Workers started together on a fresh database race in Optuna's schema creation (the
-    loser fails with a duplicate-key error on ``alembic_version``); a retry after a
-    short random pause finds the tables made. After the last try the error is left to
-    `sysid.search.open_study`, which reports it in one line.
-    """
-    import optuna
-    from sqlalchemy.exc import IntegrityError, ProgrammingError
-
-    for i in range(tries):
-        try:
-            optuna.storages.RDBStorage(url).engine.dispose()
-            return
-        except (IntegrityError, ProgrammingError):  # the race: table or type already exists
-            if i + 1 < tries:
-                time.sleep(0.2 + 0.6 * random.random())
-        except Exception:  # noqa: BLE001 - a bad URL, no server: open_study says so in one line
-            return
 
 
 def helper_options(a: argparse.Namespace, k: int, storage: str) -> dict[str, Any]:
@@ -123,13 +99,13 @@ def start_helpers(a: argparse.Namespace) -> Helpers:
     if n < 1:
         raise UserError("fit: --workers must be >= 1")
     if n == 1 or getattr(a, "worker", 0):
-        if a.storage and "://" in a.storage:  # shared storage: other machines may start now
-            prepare_storage(a.storage)
-        return Helpers([], [])
+        return Helpers([], [])  # sysid.search.open_study makes the tables, race-safe
     storage = a.storage or default_storage(a.out)
     a.storage = storage
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    prepare_storage(storage)
+    from sysid.search import prepare_storage
+
+    prepare_storage(storage)  # once here, before N processes race to make the tables
     procs: list[subprocess.Popen[bytes]] = []
     logs: list[Path] = []
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import optuna
@@ -17,23 +18,27 @@ def test_resume_after_kill(tmp_path: Path, synth_log: Path) -> None:
     args = [sys.executable, "-W", "ignore", "-m", "sysid.cli", "fit", "rc_car", "--logs", str(synth_log),
             "--out", str(out), "--trials", "40", "--batch", "8", "--search-seconds", "6",
             "--refine-seconds", "6", "--refine-iters", "1", "--free", "motor_gain,back_emf,latency"]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    storage = f"sqlite:///{(out / 'study.db').resolve()}"
-    done = 0
-    deadline = time.time() + 90
-    while time.time() < deadline and p.poll() is None:
-        time.sleep(0.3)
-        if (out / "study.db").exists():
-            try:
-                s = optuna.load_study(study_name=None, storage=storage)
-            except Exception:  # noqa: BLE001 - not created yet
-                continue
-            done = len(s.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
-            if done >= 16:
-                os.kill(p.pid, signal.SIGKILL)
-                break
+    # Follow the fit's own progress lines ("trials N/40: ...", one per told batch) rather
+    # than opening its database while it is being created: a reader that makes Optuna's
+    # tables races the fit's schema creation (the CI failure this test once had).
+    p = subprocess.Popen([sys.executable, "-u", *args[1:]], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    killer = threading.Timer(120, p.kill)  # never hang the suite on a stuck fit
+    killer.start()
+    told = 0
+    assert p.stderr is not None
+    for line in p.stderr:
+        m = re.match(r"trials (\d+)/40:", line)
+        if m and (told := int(m.group(1))) >= 16:
+            os.kill(p.pid, signal.SIGKILL)
+            break
     p.wait()
-    assert 16 <= done < 40, f"kill came too late or never ({done} trials)"
+    killer.cancel()
+    assert 16 <= told < 40, f"kill came too late or never ({told} trials told)"
+    storage = f"sqlite:///{(out / 'study.db').resolve()}"
+    done = len(optuna.load_study(study_name=None, storage=storage).get_trials(
+        states=(optuna.trial.TrialState.COMPLETE,)))
+    assert 16 <= done < 40, f"the killed fit's trials were not kept ({done})"
     r = subprocess.run(args, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1].endswith("params.yaml")

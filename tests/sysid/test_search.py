@@ -93,3 +93,35 @@ def test_fit_config_gets_the_worker_count(monkeypatch, tmp_path) -> None:
     with pytest.raises(Stop):
         cli.cmd_fit(a)
     assert (seen["cfg"].workers, seen["cfg"].batch) == (2, 5)
+
+
+_OPEN = """
+import sys, optuna
+from sysid import search as sr
+sys.stdin.readline()  # start together
+st = sr.open_study(sys.argv[1], "fit-race", sr.make_sampler("tpe", 0, {"a": 0.5}, 4))
+print(st.study_name)
+"""
+
+
+def test_processes_opening_one_fresh_sqlite_study_together_all_succeed(tmp_path) -> None:
+    # Fit workers, fits on other machines and a monitor reading the study all open it
+    # while its tables may not exist yet; Optuna's schema creation races (the loser got
+    # "table already exists" or "database is locked" and the fit exited 2).
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{(tmp_path / 'study.db').resolve()}"
+    procs = [subprocess.Popen([sys.executable, "-c", _OPEN, url], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(6)]
+    outs = []
+    for p in procs:  # release them all at once
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    for p in procs:
+        outs.append(p.communicate(timeout=120))
+    for p, (so, se) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, se[-2000:]
+        assert so.strip() == "fit-race"
+    assert len(optuna.get_all_study_summaries(storage=url)) == 1
