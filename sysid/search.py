@@ -122,7 +122,7 @@ def run_search(study: optuna.Study, names: Sequence[str], evaluate: Callable[[np
         losses = evaluate(U)
         for t, v in zip(trials, losses, strict=True):
             study.tell(t, float(v))
-        log(f"trials {done + k}/{n_trials}: best {study.best_value:.4g}")
+        log(f"trials {done + k}/{n_trials}: best {study.best_value:.4g} ({k} told here)")
 
 
 def best_u(study: optuna.Study, names: Sequence[str]) -> tuple[np.ndarray, float] | None:
