@@ -145,7 +145,9 @@ class CycleConfig:
     emulator_seed: int = 1  # which emulated robot (its true parameters) when we start one
     emulator_reality: str | None = None  # a --reality YAML, e.g. a car at the edges of the datasheet
     iterations: int = 2  # iteration 0 plus this many corrections, at most
-    target_success: float = 0.9  # stop once the robot succeeds this often
+    # stop once the robot succeeds this often; None: run every iteration (to measure how the
+    # gap moves from one correction to the next even after the robot succeeds)
+    target_success: float | None = 0.9
     seed: int = 0  # every stage derives its seed from this and the iteration
     record: RecordConfig = field(default_factory=RecordConfig)
     fit_args: list[str] = field(default_factory=list)  # extra `realsim fit` options
@@ -210,6 +212,9 @@ class CycleConfig:
                             f"not {cfg.residual_judge!r}")
         if cfg.residual_judge != "fit" and len(set(cfg.record.drivers)) < 2:
             raise UserError(f"{p}: residual_judge: {cfg.residual_judge} needs 2 or more record.drivers")
+        if cfg.target_success is not None and not isinstance(cfg.target_success, (int, float)):
+            raise UserError(f"{p}: target_success must be a rate in 0..1 or null, "
+                            f"not {cfg.target_success!r}")
         if cfg.student_config and not Path(cfg.student_config).is_file():
             raise UserError(f"{p}: student_config {cfg.student_config} does not exist")
         return cfg
@@ -707,7 +712,7 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
             row["candidates"] = cands["candidates"]
         history.append(row)
         _report(out, history, log, robot)
-        if dep["success"] >= cfg.target_success:
+        if cfg.target_success is not None and dep["success"] >= cfg.target_success:
             log(f"target reached: real success {dep['success']:.0%} >= {cfg.target_success:.0%}")
             break
     assert student is not None

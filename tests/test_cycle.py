@@ -705,3 +705,27 @@ def test_experiment_cycle_configs_load(name: str) -> None:
     cfg = CycleConfig.from_yaml(ROOT / "experiments" / name)
     assert cfg.iterations >= 1 and cfg.record.drivers
     assert cfg.student_config is None or (ROOT / cfg.student_config).is_file() or Path(cfg.student_config).is_file()
+
+
+@pytest.mark.parametrize("target", [0.5, None])
+def test_target_success_stops_the_cycle_and_null_runs_every_iteration(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: float | None) -> None:
+    """The fake robot succeeds 50 % at every deploy: a target of 0.5 stops after iteration
+    0; `target_success: null` runs every iteration (to measure the gap at each turn)."""
+    import realsim.cycle as cyc
+
+    cfg = CycleConfig.from_yaml(write_config(tmp_path, iterations=2, target_success=target))
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cyc, "realsim", _fake_car_verbs(calls))
+    monkeypatch.setattr(cyc, "dynamics_error", lambda real, pred, episodes=None: {
+        "yaw_rate": 0.02, "wheel_speed": 1.0})
+    cyc._iterate(cfg, tmp_path / "run", ["--port", "/dev/pts/7", "--camera", "http://a"],
+                 log=lambda m: None)
+    deploys = [c for c in calls if c[0] == "deploy"]
+    assert len(deploys) == (1 if target is not None else 3)
+
+
+def test_target_success_must_be_a_rate_or_null(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, target_success="high")
+    with pytest.raises(UserError, match="target_success"):
+        CycleConfig.from_yaml(cfg)
