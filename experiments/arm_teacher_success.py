@@ -1,12 +1,14 @@
 """Success rate of the privileged IK pick-and-place teacher in the randomized arm sim.
 
     python experiments/arm_teacher_success.py --episodes 200 [--seed 0] [--fixed] [--action-noise S]
+        [--aim-error M]
 
 Each episode: `ArmTaskEnv` (physics drawn over the datasheet ranges unless --fixed,
 cameras off), a fresh `ArmTeacher`, seed `episode_seed(seed, k)`. --action-noise adds
 Gaussian noise of std S to every executed goal (the [-1, 1] scale), drawn as the student's
 robust evaluation draws it: the evaluation's noise must be one the teacher itself survives,
-or the closed-loop success it reports measures the noise, not the student. Prints one line per
+or the closed-loop success it reports measures the noise, not the student. --aim-error M sets
+the teacher's aimed-hover offset (m; TeacherConfig.aim_error_m, 0 flies straight). Prints one line per
 failure and, last, `success=<rate> n=<N> mean_score=<m> sim_time_per_episode=<s>`.
 """
 
@@ -18,7 +20,7 @@ import time
 import numpy as np
 
 from realsim.robots.arm.scene import ArmRandomization, ArmTaskEnv, episode_seed
-from teacher.arm_ik import ArmTeacher
+from teacher.arm_ik import ArmTeacher, TeacherConfig
 
 
 def main() -> None:
@@ -27,15 +29,18 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fixed", action="store_true", help="nominal physics, no randomization")
     ap.add_argument("--action-noise", type=float, default=0.0, help="std of noise on every goal")
+    ap.add_argument("--aim-error", type=float, default=TeacherConfig.aim_error_m,
+                    help="aimed-hover offset, m per axis (0: no aimed hovers, no align phases)")
     a = ap.parse_args()
     env = ArmTaskEnv(render=False, randomization=ArmRandomization.none() if a.fixed else None)
-    teacher = ArmTeacher(1.0 / env.control_hz)
+    tc = TeacherConfig(aim_error_m=a.aim_error, aim_error_yaw=TeacherConfig.aim_error_yaw if a.aim_error > 0 else 0.0)
+    teacher = ArmTeacher(1.0 / env.control_hz, tc)
     wins, scores, sim_t = 0, [], []
     t0 = time.time()
     for k in range(a.episodes):
         seed = episode_seed(a.seed, k)
         env.reset(seed)
-        teacher.reset()
+        teacher.reset(seed)
         rng = np.random.default_rng([seed, 77])  # as student.evaluate.run_episode
         while not env.done:
             act = teacher.act(env.privileged())
@@ -54,7 +59,8 @@ def main() -> None:
             )
     wall = time.time() - t0
     print(
-        f"success={wins / a.episodes:.4f} n={a.episodes} action_noise={a.action_noise} mean_score={np.mean(scores):.4f} "
+        f"success={wins / a.episodes:.4f} n={a.episodes} action_noise={a.action_noise} "
+        f"aim_error={a.aim_error} mean_score={np.mean(scores):.4f} "
         f"sim_time_per_episode={np.mean(sim_t):.2f} wall_s={wall:.0f}"
     )
 

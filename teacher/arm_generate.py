@@ -130,12 +130,10 @@ class ArmTeach:
                 "teach arm --residual: the arm simulator does not support a residual yet"
             ) from None
 
-    def make_teacher(self, env: Any) -> Any:
+    def make_teacher(self, env: Any, seed: int = 0) -> Any:
         from teacher.arm_ik import ArmTeacher
 
-        teacher = ArmTeacher(1.0 / env.control_hz)
-        teacher.reset()
-        return teacher
+        return ArmTeacher(1.0 / env.control_hz, seed=seed)  # seeds its aimed hovers
 
     def frames(self, obs: Any) -> Iterable[tuple[str, float, bytes]]:
         for name in self.cameras:

@@ -23,6 +23,17 @@ above the table) -> release (open) -> retreat (back along a, then home) -> done.
 
 Servo sag (gravity against a P servo, gear play) is removed by an integral term on
 the joint error between the IK solution and the exact reading.
+
+Demonstrated recovery (`TeacherConfig.aim_error_m`, DART-style noise on the plan rather
+than on the actions): each approach and each move first aims at a hover pose off the
+true one by a random offset (up to the front camera's pose uncertainty, spec/arm.md), then
+an `align` phase (or `align_place`) moves from there to the exact hover pose before the
+descent. A teacher that always flies straight to the exact pose shows a student the cube
+centred in the wrist camera at every hover, so the student never sees what to do when
+its own front-camera estimate is 2 cm off; with aimed hovers the data hold the wrist
+view of an offset together with the correction. The correction is the teacher's own
+exact plan from a state on its path (a hover pose it reached itself), so it is defined
+there: the recoverability the DAgger lesson asks for.
 """
 
 from __future__ import annotations
@@ -249,6 +260,13 @@ class TeacherConfig:
         -40,
     )  # preference order of the approach tilt
     max_attempts: int = 3
+    # demonstrated recovery (module note): each hover is first aimed off the true one by up
+    # to this much per axis (m; uniform), and the gripper's yaw by up to aim_error_yaw
+    # (rad), then `align_s` corrects it. 0 disables the aimed hovers (and the align phases).
+    # 0.025 m: the front camera's pose uncertainty (+-2 cm, +-3 deg at ~0.45 m, spec/arm.md)
+    aim_error_m: float = 0.025
+    aim_error_yaw: float = 0.25
+    align_s: float = 0.6
     align_max_tilt_deg: float = 10.0  # up to this tilt the jaws align with the cube's faces
     ik_seeds: tuple[tuple[float, float, float], ...] = (
         (0.0, 1.2, 1.4),
@@ -260,10 +278,12 @@ class TeacherConfig:
 
 PHASES = (
     "approach",
+    "align",
     "descend",
     "grasp",
     "lift",
     "move",
+    "align_place",
     "place",
     "release",
     "retreat",
@@ -276,14 +296,17 @@ class ArmTeacher:
     """Privileged pick-and-place controller. `reset()` then `act(priv)` every control step
     (priv: `ArmTaskEnv.privileged()`); returns normalised goals (6,) in [-1, 1]."""
 
-    def __init__(self, control_dt: float, config: TeacherConfig | None = None) -> None:
+    def __init__(self, control_dt: float, config: TeacherConfig | None = None,
+                 seed: int = 0) -> None:
         self.cfg = config or TeacherConfig()
         self.dt = float(control_dt)
         self.ik = ArmIK()
-        self.reset()
+        self.reset(seed)
 
-    def reset(self) -> None:
-        """Forget the episode."""
+    def reset(self, seed: int | None = None) -> None:
+        """Forget the episode; `seed` re-seeds the aimed hovers (None: continue the stream)."""
+        if seed is not None:
+            self.rng = np.random.default_rng([int(seed), 0xA1])
         self.phase = "approach"
         self.t_phase = 0.0
         self.attempts = 0
@@ -398,6 +421,29 @@ class ArmTeacher:
             "q_hover": high[2],
         }
 
+    def aimed_hover(self, plan: dict[str, Any], point: np.ndarray) -> np.ndarray | None:
+        """Joints (5,) of `plan`'s hover pose moved by a random offset (`aim_error_m` per
+        axis in x, y; the orientation turned about the vertical by up to `aim_error_yaw`);
+        None when the aim is off (both 0) or the offset pose is unreachable."""
+        m, yw = self.cfg.aim_error_m, self.cfg.aim_error_yaw
+        if m <= 0 and yw <= 0:
+            return None
+        off = self.rng.uniform(-m, m, 2)
+        dyaw = float(self.rng.uniform(-yw, yw))
+        # near the edge of reach (a joint at its limit): the other way, then half as far
+        for shrink in (1.0, -1.0, 0.5, -0.5):
+            c, sn = math.cos(shrink * dyaw), math.sin(shrink * dyaw)
+            Rz = np.array([[c, -sn, 0.0], [sn, c, 0.0], [0.0, 0.0, 1.0]])
+            pos = plan["hover_pos"] + shrink * np.array([off[0], off[1], 0.0])
+            rot = Rz @ plan["hover_rot"]
+            for seed in [plan["q_hover"], *self._seeds(plan["q_hover"], pos[:2], rot)[1:]]:
+                q, ep, eo = self.ik.solve(seed, point, pos, rot)
+                # a tilted hover cannot turn about the vertical exactly with 5 joints: the
+                # orientation is part of the perturbation, only the position must be met
+                if ep < 3e-3 and eo < 0.3 and np.max(np.abs(q - plan["q_hover"])) < 0.8:
+                    return q
+        return None
+
     # --- control ---------------------------------------------------------------------------
     def _goal(self, q_ik: np.ndarray, joints: np.ndarray, grip: float) -> np.ndarray:
         """Normalised goals: IK joints + integral sag correction, gripper `grip` (m)."""
@@ -435,15 +481,22 @@ class ArmTeacher:
                     self._enter("done")
                     return self._goal(self.q_cmd, joints, self.grip_cmd)
                 P["grasp"] = plan
+                aim = self.aimed_hover(plan, GRASP_POINT)
+                P["aimed"] = aim is not None
+                P["q_aim"] = plan["q_hover"] if aim is None else aim
                 P["q_from"] = self.q_cmd.copy()
                 P["grip_from"] = self.grip_cmd
-            g = P["grasp"]
             k = smoothstep(s / cfg.approach_s)
-            self.q_cmd = P["q_from"] + k * (g["q_hover"] - P["q_from"])
+            self.q_cmd = P["q_from"] + k * (P["q_aim"] - P["q_from"])
             self.grip_cmd = P["grip_from"] + min(1.0, 2 * s / cfg.approach_s) * (
                 cfg.open_width - P["grip_from"]
             )
             if s >= cfg.approach_s + 0.1:
+                self._enter("align" if P["aimed"] else "descend")
+        elif self.phase == "align":  # from the aimed hover to the exact one (module note)
+            k = smoothstep(s / cfg.align_s)
+            self.q_cmd = P["q_aim"] + k * (P["grasp"]["q_hover"] - P["q_aim"])
+            if s >= cfg.align_s + 0.1:
                 self._enter("descend")
         elif self.phase == "descend":
             g = P["grasp"]
@@ -484,11 +537,21 @@ class ArmTeacher:
                     self._enter("release")
                     return self._goal(self.q_cmd, joints, self.grip_cmd)
                 P["place"] = plan
+                aim = self.aimed_hover(plan, point)
+                P["aimed"] = aim is not None
+                P["q_aim"] = plan["q_hover"] if aim is None else aim
                 P["q_from"] = self.q_cmd.copy()
-            pl = P["place"]
             k = smoothstep(s / cfg.move_s)
-            self.q_cmd = P["q_from"] + k * (pl["q_hover"] - P["q_from"])
+            self.q_cmd = P["q_from"] + k * (P["q_aim"] - P["q_from"])
             if s >= cfg.move_s + 0.15:
+                self._enter("align_place" if P["aimed"] else "place")
+        elif self.phase == "align_place":
+            if not self._holding(priv):
+                self._retry()
+                return self._goal(self.q_cmd, joints, self.grip_cmd)
+            k = smoothstep(s / cfg.align_s)
+            self.q_cmd = P["q_aim"] + k * (P["place"]["q_hover"] - P["q_aim"])
+            if s >= cfg.align_s + 0.1:
                 self._enter("place")
         elif self.phase == "place":
             if not self._holding(priv):  # dropped on the way: start over from where it is
@@ -561,7 +624,7 @@ def run_teacher_episode(
     decided or over, return the verdict (success, score)."""
     teacher = teacher or ArmTeacher(1.0 / env.control_hz)
     env.reset(seed)
-    teacher.reset()
+    teacher.reset(seed)
     while not env.done:
         env.step(teacher.act(env.privileged()))
     return env.verdict()

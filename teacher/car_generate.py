@@ -73,7 +73,7 @@ class CarTeach:
             residual=cfg.residual,  # loaded here, once per worker process
         )
 
-    def make_teacher(self, env: Any) -> Any:
+    def make_teacher(self, env: Any, seed: int = 0) -> Any:
         from teacher.pure_pursuit import PurePursuitTeacher
 
         return PurePursuitTeacher()

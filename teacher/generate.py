@@ -90,8 +90,9 @@ class RobotTeach(Protocol):
         privileged(), verdict(), close())."""
         ...
 
-    def make_teacher(self, env: Any) -> Any:
-        """A fresh privileged teacher for one episode (act(privileged) -> action (A,))."""
+    def make_teacher(self, env: Any, seed: int = 0) -> Any:
+        """A fresh privileged teacher for one episode (act(privileged) -> action (A,));
+        `seed` (the episode's) seeds whatever the teacher draws itself."""
         ...
 
     def frames(self, obs: Any) -> Iterable[tuple[str, float, bytes]]:
@@ -239,7 +240,7 @@ def generate_episode(cfg: TeachConfig, index: int) -> EpisodeRecord:
     env = _env(cfg, rt)
     seed = episode_seed(cfg.seed, index)
     obs = env.reset(seed)
-    teacher = rt.make_teacher(env)
+    teacher = rt.make_teacher(env, seed)
     cmd_t: list[float] = []
     actions: list[np.ndarray] = []
     sens: dict[str, list[Any]] = {k: [] for k in ("t", *rt.sensor_fields)}

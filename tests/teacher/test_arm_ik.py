@@ -60,3 +60,50 @@ def test_teacher_success_rate_over_100_randomized_episodes() -> None:
     teacher = ArmTeacher(1.0 / env.control_hz)
     wins = sum(run_teacher_episode(env, episode_seed(0, k), teacher)[0] for k in range(100))
     assert wins >= 99
+
+
+def test_aimed_hover_is_off_the_true_one_and_align_returns_to_it() -> None:
+    """Demonstrated recovery: the approach aims at a hover pose up to aim_error_m off (so
+    the wrist camera sees an offset), the align phase then ends on the exact hover pose;
+    with the aim off the hover is the exact one and there is no align phase."""
+    from teacher.arm_ik import TeacherConfig
+
+    ik = ArmIK()
+    rng = np.random.default_rng(3)
+    offs = []
+    for k in range(8):
+        teacher = ArmTeacher(0.04, seed=k)
+        xy = np.array([rng.uniform(0.15, 0.3), rng.uniform(-0.12, 0.12)])
+        plan = teacher.plan_pair(np.array(C.HOME[:5]), GRASP_POINT, xy, None, 0.3)
+        q = teacher.aimed_hover(plan, GRASP_POINT)
+        assert q is not None
+        x, R = ik.fk(q)
+        off = (x + R @ GRASP_POINT) - plan["hover_pos"]
+        assert abs(off[2]) < 2e-3  # at hover height
+        assert np.all(np.abs(off[:2]) <= teacher.cfg.aim_error_m + 2e-3)
+        offs.append(np.linalg.norm(off[:2]))
+    assert max(offs) > 0.01 and min(offs) < max(offs)  # really off, and not always by the same
+    flat = ArmTeacher(0.04, TeacherConfig(aim_error_m=0.0, aim_error_yaw=0.0))
+    plan = flat.plan_pair(np.array(C.HOME[:5]), GRASP_POINT, np.array([0.2, 0.0]), None, 0.3)
+    assert flat.aimed_hover(plan, GRASP_POINT) is None
+
+    # in an episode: the teacher passes through align and ends it on the exact hover
+    env = ArmTaskEnv(render=False)
+    teacher = ArmTeacher(1.0 / env.control_hz)
+    env.reset(episode_seed(5, 0))
+    teacher.reset(episode_seed(5, 0))
+    phases = []
+    while not env.done and teacher.phase != "descend":
+        env.step(teacher.act(env.privileged()))
+        phases.append(teacher.phase)
+    assert "align" in phases
+    np.testing.assert_allclose(teacher.q_cmd, teacher._plan["grasp"]["q_hover"], atol=1e-6)
+    assert np.abs(teacher._plan["q_aim"] - teacher._plan["grasp"]["q_hover"]).max() > 1e-3
+
+
+def test_teacher_aims_are_reproducible_per_seed() -> None:
+    a, b = ArmTeacher(0.04, seed=1), ArmTeacher(0.04, seed=2)
+    plan = a.plan_pair(np.array(C.HOME[:5]), GRASP_POINT, np.array([0.22, 0.05]), None, 0.0)
+    a.reset(7)
+    b.reset(7)
+    np.testing.assert_array_equal(a.aimed_hover(plan, GRASP_POINT), b.aimed_hover(plan, GRASP_POINT))
