@@ -21,6 +21,9 @@ Read this file top to bottom to see the whole method. Each stage is one public
                           fitted alone on those (`residual_decision`)
                   gap     open-loop error on the held-out episodes: nominal, fitted, +residual
                           (reported, never selecting)
+                  simulator  the new simulator (fit, + residual when used) replaces the one
+                          in use only if no worse on this iteration's fresh validation
+                          episodes, which neither was built from (`simulator_decision`)
                   teach   in the corrected simulator, randomisation centred on the fit
                   train   the student, fine-tuned from the previous one
                   deploy  and measure again
@@ -508,8 +511,8 @@ def residual_decision(robot: str, params: Path, residual: Path, d: Path,
                    f"{ratio:.3f}): fitted only"}
 
 
-def _residual_every_driver(cfg: CycleConfig, d: Path, fitted: Path,
-                           logs: list[Path]) -> dict[str, Any]:
+def _residual_every_driver(cfg: CycleConfig, d: Path, fitted: Path, logs: list[Path],
+                           fresh: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """`residual_judge: drivers`: leave one driver out, for every driver in turn.
 
     For each excitation driver a residual is trained without every episode of it
@@ -519,14 +522,16 @@ def _residual_every_driver(cfg: CycleConfig, d: Path, fitted: Path,
     driver asks of it. The residual used (and reported on held-out) is then trained on
     every excitation episode, as cross-validation estimates a recipe and refits on all.
     Costs (drivers + 1) trainings. Returns the stage's record, with one "folds" entry
-    per driver."""
+    per driver. `fresh` (log -> names): episodes left out of every training here (the
+    simulator decision's, `fresh_episodes`)."""
     robot, R = cfg.robot, cfg.record
+    fresh_hold = residual_holdout(fitted, fresh or {}) if fresh else []
     folds = []
     for drv in dict.fromkeys(R.drivers or []):
         val = driver_episodes(logs, drv, _per_driver(R))
         f = d / f"without_{drv.split(':')[-1]}"
         ckpt = f / "residual.ckpt"
-        hold = residual_holdout(fitted, val)
+        hold = sorted({*residual_holdout(fitted, val), *fresh_hold})
         realsim("train-residual", robot, "--params", fitted, "--logs", *logs, "--out", ckpt,
                 *cfg.residual_args, *(["--holdout", ",".join(hold)] if hold else []),
                 log_to=d / "log.txt")
@@ -536,7 +541,8 @@ def _residual_every_driver(cfg: CycleConfig, d: Path, fitted: Path,
                       "validation": dec["validation"]})
     ckpt = d / "residual.ckpt"
     realsim("train-residual", robot, "--params", fitted, "--logs", *logs, "--out", ckpt,
-            *cfg.residual_args, log_to=d / "log.txt")
+            *cfg.residual_args, *(["--holdout", ",".join(fresh_hold)] if fresh_hold else []),
+            log_to=d / "log.txt")
     use = bool(folds) and all(f["use"] for f in folds)
     ratios = [f["ratio"] for f in folds if f["ratio"] is not None]
     per = ", ".join(f"without {f['driver']}: "
@@ -546,6 +552,54 @@ def _residual_every_driver(cfg: CycleConfig, d: Path, fitted: Path,
                        f"training ({per}; mean ratio over metrics, below 1 helps): fitted only")
     return {"residual": str(ckpt), "use": use, "ratio": max(ratios) if ratios else None,
             "folds": folds, "why": why}
+
+
+def fresh_episodes(candidate: Path, new_logs: Collection[str | Path]) -> dict[str, list[str]]:
+    """The fit's validation episodes (`validation_episodes(candidate)`) that lie in this
+    iteration's new recordings `new_logs`: recorded after every simulator of earlier
+    iterations was built, and held out of this iteration's fit and residual, so no
+    candidate simulator has seen them. log -> names."""
+    new = {Path(f).resolve() for f in new_logs}
+    return {f: v for f, v in validation_episodes(candidate).items() if Path(f).resolve() in new}
+
+
+def sim_options(sim: dict[str, Path | None]) -> list[str]:
+    """`replay`/`teach`/`train-student` options of a simulator {"params", "residual"}."""
+    return [*(["--params", str(sim["params"])] if sim.get("params") else []),
+            *(["--residual", str(sim["residual"])] if sim.get("residual") else [])]
+
+
+def simulator_decision(robot: str, candidate: dict[str, Path | None],
+                       incumbent: dict[str, Path | None], fresh: dict[str, list[str]],
+                       d: Path, log_to: Path) -> dict[str, Any]:
+    """Replace the simulator in use (`incumbent`: the params and residual teach and train
+    ran in last iteration; None values: nominal, no residual) with this iteration's
+    (`candidate`: the adopted params, plus the residual when it was judged to help) only
+    if the candidate is no worse on `fresh` (`fresh_episodes`: episodes neither was built
+    from). The fit and residual decisions each compare one piece against its own
+    predecessor; this compares the whole simulators, so a new fit that beats the old
+    params alone but lost the old residual's correction cannot make the simulator in use
+    worse (runs/cycle4: iteration 1's fitted+residual, then iteration 2's fit alone, 1.75x
+    the held-out error). No fresh episode to judge by: the candidate is adopted.
+    Returns {"adopt", "ratio", "validation", "why"}."""
+    name = " + ".join(f"{k} {Path(v).parent.parent.name}/{Path(v).parent.name}"
+                      for k, v in incumbent.items() if v) or "nominal"
+    if not fresh:
+        return {"adopt": True, "ratio": None, "validation": {},
+                "why": "new simulator adopted (no fresh validation episodes to compare)"}
+    pooled, n_total = _validation_rmse(
+        robot, fresh, {"candidate": sim_options(candidate), "incumbent": sim_options(incumbent)},
+        d, log_to)
+    ratio, per = error_ratio(pooled["incumbent"], pooled["candidate"])
+    where = f"{n_total} fresh validation episode(s)"
+    if ratio is None or ratio <= 1.0:
+        return {"adopt": True, "ratio": ratio, "validation": pooled,
+                "why": f"new simulator adopted: no worse than the one in use ({name}) on "
+                       f"{where} ({per}; mean ratio "
+                       f"{ratio if ratio is not None else float('nan'):.3f})"}
+    return {"adopt": False, "ratio": ratio, "validation": pooled,
+            "why": f"new simulator rejected: worse than the one in use ({name}) on {where} "
+                   f"({per}; mean ratio {ratio:.3f}); that one stays in use"}
 
 
 # ----------------------------------------------------------------------------- the cycle
@@ -585,6 +639,8 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
     params: Path | None = None
     residual: Path | None = None
     student: Path | None = None
+    # the simulator teach and train ran in last ({"params", "residual"}; None: nominal)
+    in_use: dict[str, Path | None] = {"params": None, "residual": None}
     history: list[dict[str, Any]] = []
 
     def record(folder: Path, name: str, episodes: int, driver: str, seed: int) -> Path:
@@ -613,6 +669,7 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
         log(f"iteration {i}")
         row: dict[str, Any] = {"iteration": i}
         decision: dict[str, Any] = {"use": False, "why": "no residual trained (or no fit yet)"}
+        fresh: dict[str, list[str]] = {}
 
         # -- reality: new excitation data
         rec = Stage(it / "record", log).run(lambda d, i=i: record_stage(d, i), keep_partial=True)
@@ -631,14 +688,17 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
 
             fit = Stage(it / "fit", log).run(fit_stage)
             params = Path(fit["params"]) if fit["params"] else None
+            # this iteration's new episodes the fit held out: no simulator has seen them
+            fresh = fresh_episodes(Path(fit["candidate"]), rec["logs"])
             row["fit_why"] = fit.get("why", "new fit adopted (no decision recorded)")
             log(f"  fit: {row['fit_why']}")
             if params:
                 row["params"] = _param_table(params)
             if cfg.residual and params:
-                def residual_stage(d: Path, fitted: Path = params, i: int = i) -> dict[str, Any]:
+                def residual_stage(d: Path, fitted: Path = params, i: int = i,
+                                   fresh: dict[str, list[str]] = fresh) -> dict[str, Any]:
                     if cfg.residual_judge == "drivers":
-                        return _residual_every_driver(cfg, d, fitted, residual_logs)
+                        return _residual_every_driver(cfg, d, fitted, residual_logs, fresh)
                     # trained without the episodes that judge it (appended last, so a
                     # --holdout in residual_args cannot put them back), then judged on them
                     val, what = None, "validation episode(s) of the fit"
@@ -646,7 +706,8 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
                         drv = R.drivers[(i - 1) % len(R.drivers)]
                         val = driver_episodes(residual_logs, drv, _per_driver(R))
                         what = f"episode(s) of {drv}, a driver it did not train on"
-                    hold = residual_holdout(fitted, val)
+                    hold = sorted({*residual_holdout(fitted, val), *residual_holdout(fitted, fresh)}) \
+                        if fresh else residual_holdout(fitted, val)
                     ckpt = d / "residual.ckpt"
                     realsim("train-residual", robot, "--params", fitted, "--logs", *residual_logs,
                             "--out", ckpt, *cfg.residual_args,
@@ -681,9 +742,25 @@ def _iterate(cfg: CycleConfig, out: Path, wire: list[str], log: Callable[[str], 
         if residual is not None:
             log(f"  residual {'used' if use_residual else 'not used'}: {decision['why']}")
 
+        # -- the simulator in use: this iteration's replaces last iteration's only if it is
+        #    no worse on fresh episodes (`simulator_decision`)
+        candidate = {"params": params, "residual": residual if use_residual else None}
+        row["sim_kept"] = False
+        if i > 0 and candidate != in_use:
+            sim = Stage(it / "simulator", log).run(
+                lambda d, c=candidate, old=dict(in_use), fr=fresh: simulator_decision(
+                    robot, c, old, fr, d / "decision", d / "log.txt"))
+            row["sim_why"] = sim["why"]
+            log(f"  simulator: {sim['why']}")
+            if sim["adopt"]:
+                in_use = candidate
+            else:
+                row["sim_kept"] = True
+        else:
+            in_use = candidate
+
         # -- sim: teacher data in the (corrected) simulator, then the student
-        corrected = [*(["--params", str(params)] if params else []),
-                     *(["--residual", str(residual)] if use_residual else [])]
+        corrected = sim_options(in_use)
         teach = Stage(it / "teach", log).run(lambda d: (realsim(
             "teach", robot, "--episodes", cfg.teach_episodes, "--out", d / "data.h5",
             "--seed", cfg.seed + 7919 * i, *corrected, *cfg.teach_args, log_to=d / "log.txt"),
@@ -786,9 +863,13 @@ def _spearman(pairs: list[tuple[float, float]]) -> float | None:
     return float(spearmanr(sims, reals).statistic)
 
 
-def in_use_error(row: dict[str, Any]) -> dict[str, float] | None:
+def in_use_error(row: dict[str, Any], previous: dict[str, float] | None = None
+                 ) -> dict[str, float] | None:
     """Held-out error ({metric: RMSE}) of the simulator an iteration's teach and train ran
-    in: fitted+residual when the residual was used, else fitted, else nominal."""
+    in: `previous` (the last iteration's, same simulator) when the simulator decision
+    kept it, else fitted+residual when the residual was used, else fitted, else nominal."""
+    if row.get("sim_kept"):
+        return previous
     g = row.get("heldout_rmse") or {}
     name = ("fitted+residual" if row.get("residual_used") else "fitted" if "fitted" in g
             else "nominal")
@@ -809,7 +890,7 @@ def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]
     prev: dict[str, float] | None = None
     for r in history:
         g = r["heldout_rmse"]
-        now = in_use_error(r)
+        now = in_use_error(r, prev)
         step, _ = error_ratio(prev, now) if prev and now else (None, "")
         prev = now
 
@@ -817,6 +898,8 @@ def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]
             return " / ".join(f"{g[v][sig]:.4g}" if v in g and sig in g[v] else "-"
                               for v in ("nominal", "fitted", "fitted+residual"))
         used = "yes" if r.get("residual_used") else ("no" if "fitted+residual" in g else "-")
+        if r.get("sim_kept"):
+            used += " (last iteration's simulator kept)"
         lines.append(f"| {r['iteration']} | " + " | ".join(cell(m) for m in metrics)
                      + f" | {used} | " + ("-" if step is None else f"{step:.3f}")
                      + f" | {r['sim_success']:.0%} | {r['real_success']:.0%} |")
@@ -834,6 +917,10 @@ def _report(out: Path, history: list[dict[str, Any]], log: Callable[[str], None]
     lines += ["", "Fit decision (a new fit replaces the params in use only if it is no worse on "
               "the fit's own validation episodes; the held-out episodes play no part):", ""]
     lines += [f"- iteration {r['iteration']}: {r.get('fit_why', 'no fit')}" for r in history]
+    lines += ["", "Simulator decision (the fitted params, with the residual when it was used, "
+              "replace the simulator in use only if no worse on this iteration's fresh "
+              "validation episodes, which no candidate was built from):", ""]
+    lines += [f"- iteration {r['iteration']}: {r.get('sim_why', '-')}" for r in history]
     def fmt(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.2f}"
 

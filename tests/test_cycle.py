@@ -729,3 +729,87 @@ def test_target_success_must_be_a_rate_or_null(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, target_success="high")
     with pytest.raises(UserError, match="target_success"):
         CycleConfig.from_yaml(cfg)
+
+
+def _fake_car_verbs_every_log(calls: list[list[str]]):
+    """As `_fake_car_verbs`, but the fit holds out ep_000000 of EVERY log it was given, so
+    each iteration's new recordings hold fresh validation episodes."""
+
+    def car_params(p: Path, first: str) -> None:
+        logs = calls[-1][calls[-1].index("--logs") + 1:calls[-1].index("--out")]
+        doc = {"robot": "rc_car", "params": {"com_x": {"value": 0.09, "identifiable": True}},
+               "fit": {"logs": {f: {"train": [], "heldout": ["ep_000000"]} for f in logs}}}
+        p.write_text(yaml.safe_dump(doc))
+
+    return _fake_verbs(calls, car_params)
+
+
+@pytest.mark.parametrize("new_is_worse", [False, True])
+def test_simulator_in_use_is_replaced_only_by_one_no_worse_on_fresh_episodes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, new_is_worse: bool) -> None:
+    """Iteration 1 uses fitted+residual; at iteration 2 the new fit is adopted (it beats the
+    old params alone) but its residual is not. The new simulator (fit 2 alone) replaces
+    iteration 1's fitted+residual only if it is no worse on iteration 2's fresh validation
+    episodes (ep_000000 of each of its new logs, held out of the fit and of the residual);
+    else teach and train stay in iteration 1's simulator and the report says so, with the
+    in-use error ratio 1 (the same simulator)."""
+    import realsim.cycle as cyc
+
+    cfg = CycleConfig.from_yaml(write_config(tmp_path, iterations=2, residual_judge="fit"))
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cyc, "realsim", _fake_car_verbs_every_log(calls))
+    judged: list[tuple[str, list[str]]] = []
+
+    def error(real: Path, pred: Path, episodes: object = None) -> dict[str, float]:
+        p = Path(pred)
+        it = next((int(q.name[-2:]) for q in p.parents if q.name.startswith("iter_")), 0)
+        stage = p.parents[1].name if p.parent.name == "decision" else p.parent.name
+        if stage == "residual":  # residual helps at iteration 1, not at 2
+            better = p.stem.startswith("fitted_residual") and it == 1
+            return {"yaw_rate": 0.01 if better else 0.02, "wheel_speed": 1.0}
+        if stage == "simulator":
+            judged.append((str(real), list(episodes or [])))
+            worse = p.stem.startswith("candidate") and new_is_worse and it == 2
+            return {"yaw_rate": 0.04 if worse else 0.02, "wheel_speed": 1.0}
+        if stage == "gap":
+            return {"yaw_rate": {"nominal": 0.2, "fitted": 0.03,
+                                 "fitted_residual": 0.01}[p.stem], "wheel_speed": 1.0}
+        return {"yaw_rate": 0.02, "wheel_speed": 1.0}  # the fit decision: adopt
+
+    monkeypatch.setattr(cyc, "dynamics_error", error)
+    out = tmp_path / "run"
+    cyc._iterate(cfg, out, ["--port", "/dev/pts/7", "--camera", "http://a"], log=lambda m: None)
+
+    # judged on iteration i's own new logs only, the episodes the fit held out of them
+    for real, eps in judged:
+        assert "/iter_0" in real and eps == ["ep_000000"]
+    assert {Path(r).parent.parent.name for r, _ in judged} <= {"iter_01", "iter_02"}
+    assert any("iter_02" in r for r, _ in judged)
+    # ... and held out of that iteration's residual training
+    res2 = [c for c in calls if c[0] == "train-residual"][1]
+    hold = res2[res2.index("--holdout") + 1].split(",")
+    for d in ("steps", "chirp", "prbs"):
+        assert f"{(out / 'iter_02' / 'record' / f'{d}.h5').resolve()}:ep_000000" in hold
+    teach = [c for c in calls if c[0] == "teach"]
+    p1, r1 = str(out / "iter_01" / "fit" / "params.yaml"), str(out / "iter_01" / "residual" / "residual.ckpt")
+    assert teach[1][teach[1].index("--params") + 1] == p1 and teach[1][teach[1].index("--residual") + 1] == r1
+    if new_is_worse:  # iteration 1's simulator, residual and all, stays in use
+        assert teach[2][teach[2].index("--params") + 1] == p1
+        assert teach[2][teach[2].index("--residual") + 1] == r1
+    else:
+        assert teach[2][teach[2].index("--params") + 1] == str(out / "iter_02" / "fit" / "params.yaml")
+        assert "--residual" not in teach[2]
+    rows = json.loads((out / "summary.json").read_text())
+    assert rows[2]["sim_kept"] is new_is_worse
+    assert ("rejected" in rows[2]["sim_why"]) is new_is_worse
+    row2 = next(ln for ln in (out / "summary.md").read_text().splitlines() if ln.startswith("| 2 |"))
+    # in use: 0.01 (fitted+residual) at 1; at 2 the same (kept: ratio 1) or fit alone (0.03)
+    assert ("| 1.000 |" in row2) is new_is_worse and ("kept" in row2) is new_is_worse
+
+
+def test_in_use_error_of_a_kept_simulator_is_the_previous_one() -> None:
+    from realsim.cycle import in_use_error
+
+    g = {"nominal": {"y": 3.0}, "fitted": {"y": 2.0}}
+    assert in_use_error({"heldout_rmse": g, "sim_kept": True}, {"y": 0.5}) == {"y": 0.5}
+    assert in_use_error({"heldout_rmse": g, "sim_kept": False}, {"y": 0.5}) == {"y": 2.0}
