@@ -101,7 +101,11 @@ def model_from_checkpoint(ck: dict[str, Any]) -> StudentPolicy:
     """The policy of a checkpoint dict, in eval mode (upgrades an old config in place)."""
     cfg = StudentConfig.from_dict(_upgrade(ck)["config"])
     model = StudentPolicy(cfg)
-    model.load_state_dict(ck["state_dict"])
+    sd = dict(ck["state_dict"])
+    for k, v in model.state_dict().items():  # blob moments from before their scaling: none
+        if k.endswith((".moments.mean", ".moments.std")) and k not in sd:
+            sd[k] = v
+    model.load_state_dict(sd)
     model.eval()
     return model
 

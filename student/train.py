@@ -305,6 +305,21 @@ def load_init_weights(policy: StudentPolicy, init: str | Path) -> None:
         raise UserError(f"--init: its network does not match the config ({first})") from None
 
 
+def set_moment_stats(policy: StudentPolicy, data: StudentData, n: int = 4096) -> None:
+    """Standardise each camera's blob moments (`cfg.blob_moments`) by their statistics over
+    up to `n` of the training frames of that camera (unaugmented); nothing otherwise."""
+    for c, enc in enumerate(policy.encoders):
+        if enc.moments is None:
+            continue
+        idx = np.unique(data.frame[:, c])
+        if len(idx) > n:
+            idx = np.random.default_rng(0).choice(idx, n, replace=False)
+        with torch.no_grad():
+            raw = torch.cat([enc.moments.raw_moments(frames_to_tensor(data.frames[idx[b:b + 512]]))
+                             for b in range(0, len(idx), 512)])
+        enc.moments.set_stats(raw)
+
+
 def training_threads(asked: int) -> int:
     """`asked`, or for 0: all cores if the load average leaves them free, else 1."""
     if asked > 0:
@@ -358,6 +373,7 @@ def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfi
     module = StudentModule(cfg, mean, std, steps)
     meta = {"data": [str(p) for p in data], "train_samples": len(train), "val_samples": len(val),
             "frame_size": list(all_data.frame_size) if all_data.frame_size else None}
+    set_moment_stats(module.policy, train)
     if init is not None:
         load_init_weights(module.policy, init)
         meta["init"] = str(init)

@@ -118,3 +118,55 @@ def test_a_state_dict_from_before_camera_encoder_loads() -> None:
     fresh.load_state_dict(upgrade_state_dict(old))
     for k, v in m.state_dict().items():
         assert torch.equal(fresh.state_dict()[k], v)
+
+
+def test_moments_are_standardised_by_the_training_frames_statistics() -> None:
+    """set_stats: over the frames it was given every statistic that varies comes out with
+    mean 0 and std 1 (raw, a cube's size is a few hundredths and barely moves the head);
+    one that never varies (the absent green) keeps its scale."""
+    rng = np.random.default_rng(0)
+    imgs = torch.zeros(64, 3, H, W)
+    for b in range(64):
+        imgs[b, 0] = torch.from_numpy(_square(rng.uniform(10, 70), rng.uniform(10, 50),
+                                              rng.uniform(3, 8), rng.uniform(0, 1.5)))
+    bm = BlobMoments(H, W)
+    raw = bm.raw_moments(imgs)
+    assert float(raw[:, SIZE].std()) < 0.05  # the scale the head could not use
+    bm.set_stats(raw)
+    z = bm(imgs)
+    varying = raw.std(0) > 1e-4
+    assert torch.allclose(z[:, varying].mean(0), torch.zeros(int(varying.sum())), atol=1e-4)
+    assert torch.allclose(z[:, varying].std(0), torch.ones(int(varying.sum())), atol=1e-3)
+    assert torch.equal(bm.std[~varying], torch.ones(int((~varying).sum())))
+
+
+def test_a_moments_checkpoint_from_before_their_scaling_loads_unscaled() -> None:
+    from student.policy import checkpoint_dict, model_from_checkpoint
+
+    cfg = StudentConfig.for_robot("arm", blob_moments=True)
+    ck = checkpoint_dict(StudentPolicy(cfg), cfg, {})
+    ck["state_dict"] = {k: v for k, v in ck["state_dict"].items() if ".moments." not in k}
+    m = model_from_checkpoint(ck)
+    assert torch.equal(m.encoders[0].moments.std, torch.ones(BlobMoments.width))
+
+
+def test_training_sets_each_cameras_moment_statistics_from_its_own_frames() -> None:
+    """train_student calls set_moment_stats: camera c's stats come from the frames that
+    samples show on camera c (the wrist's differ from the front's)."""
+    from types import SimpleNamespace
+
+    from student.train import set_moment_stats
+
+    cfg = StudentConfig.for_robot("arm", blob_moments=True)
+    h, w = cfg.image_height, cfg.image_width
+    frames = np.zeros((8, h, w, 3), np.uint8)
+    frames[:4, 5:10, 5:10, 0] = 255  # front: a small cube, top left
+    frames[4:, 20:50, 30:70, 0] = 255  # wrist: a big one, centre
+    for k in range(8):  # it moves a little from frame to frame
+        frames[k] = np.roll(frames[k], k, axis=1)
+    data = SimpleNamespace(frames=frames, frame=np.array([[i, 4 + i] for i in range(4)]))
+    m = StudentPolicy(cfg)
+    set_moment_stats(m, data)
+    front, wrist = m.encoders[0].moments, m.encoders[1].moments
+    assert float(wrist.mean[SIZE]) > 2 * float(front.mean[SIZE]) > 0
+    assert not torch.equal(front.std, torch.ones(BlobMoments.width))
