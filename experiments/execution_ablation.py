@@ -1,10 +1,13 @@
 """Execution-strategy ablation: one trained student, five ways of executing its chunks.
 
     python experiments/execution_ablation.py CKPT [--episodes 50] [--out experiments/results]
+        [--horizons 1,3]
 
 Evaluates the same checkpoint in the simulator under the robust evaluation of
-training (action noise, distractor on/off, fresh seeds) with: single step, chunk
-open loop, receding horizon (n of k), temporal ensembling m = 0.01 and m = 0.1.
+training (action noise, the car's distractor on/off, fresh seeds; the checkpoint's
+robot's task environment and episode length) with: single step, chunk open loop,
+receding horizon (n of k, and each n in --horizons), temporal ensembling m = 0.01 and
+m = 0.1.
 Writes execution_ablation.md / .json into --out and prints the table.
 """
 
@@ -24,6 +27,7 @@ import torch  # noqa: E402
 from student.config import StudentConfig  # noqa: E402
 from student.evaluate import Evaluator  # noqa: E402
 from student.execution import RecedingHorizon, SingleStep, TemporalEnsemble  # noqa: E402
+from student.robots import robot_spec  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--noise", type=float, default=None, help="action noise (default: the config's)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", default="experiments/results")
+    p.add_argument("--horizons", default="", help="more receding-horizon n's, e.g. 1,3")
     a = p.parse_args(argv)
     ck = torch.load(a.checkpoint, map_location="cpu", weights_only=True)
     cfg = StudentConfig.from_dict(ck["config"])
@@ -46,11 +51,20 @@ def main(argv: list[str] | None = None) -> int:
         ("temporal ensembling m = 0.01", TemporalEnsemble(0.01)),
         ("temporal ensembling m = 0.1", TemporalEnsemble(0.1)),
     ]
+    strategies += [(f"receding horizon (n = {n} of k = {k})", RecedingHorizon(n))
+                   for n in (int(x) for x in a.horizons.split(",") if x.strip())
+                   if n != cfg.execute_n and n < k]
+    spec = robot_spec(cfg.robot)
+    env_kwargs = {}
+    fs = (ck.get("meta") or {}).get("frame_size")
+    if cfg.robot == "arm" and fs:  # render at the training data's frame size, as training did
+        env_kwargs["image_size"] = (fs[1], fs[0])
     rows = []
-    with Evaluator(a.workers) as ev:
+    with Evaluator(a.workers, spec.env_spec, env_kwargs) as ev:
         for label, ex in strategies:
             t0 = time.monotonic()
-            r = ev.evaluate(ck, a.episodes, a.seed, action_noise=noise, execution=ex)
+            r = ev.evaluate(ck, a.episodes, a.seed, action_noise=noise, execution=ex,
+                            seconds=cfg.eval_seconds)
             bd = r.by_distractor()
             rows.append({"strategy": label, "success": r.success_rate, "episodes": len(r.episodes),
                          "distractor_off": bd[False], "distractor_on": bd[True],
