@@ -1,7 +1,7 @@
 """The arm's behaviour-cloning ceiling: clone the teacher from PRIVILEGED inputs.
 
     python experiments/arm_bc_ceiling.py --data teach_200.h5 [more.h5 ...] \
-        [--epochs 30] [--episodes 24] [--action-noise 0.01] [--past-action] [--pose-error M]
+        [--epochs 30] [--episodes 24] [--action-noise 0.01] [--past-action] [--pose-error M] [--wrist M]
 
 Not a student (it reads privileged/, which the student's loader refuses): a diagnostic
 that separates perception from imitation. It clones the same teacher actions, with the
@@ -14,7 +14,11 @@ joints, as the chunk) to the input: does hidden teacher state (its integral sag 
 the time within a phase) limit a memoryless clone? --pose-error M shifts the cube and square
 positions the clone sees by one offset per episode, uniform in +-M m on x and y (training and
 evaluation alike): what a camera-pose error does to a student that locates them from a camera
-whose pose is randomized (spec/arm.md: +-2 cm, +-3 degrees). Prints `ceiling success=<rate> n=<N> action_noise=<S>`.
+whose pose is randomized (spec/arm.md: +-2 cm, +-3 degrees). --wrist M adds what an ideal
+wrist camera tells: the exact horizontal offset of the cube from the grasp site, when it is
+within M m (else zeros and a flag): can the clone correct a pose error from it, with these
+data (a teacher that always flies to the exact pose never shows a correction)?
+Prints `ceiling success=<rate> n=<N> action_noise=<S>`.
 """
 
 from __future__ import annotations
@@ -63,8 +67,17 @@ def shifted(cube: np.ndarray, target: np.ndarray, off: np.ndarray) -> tuple[np.n
     return cube, np.asarray(target, np.float64) + off
 
 
+def wrist(cube: np.ndarray, grasp: np.ndarray, reach: float) -> np.ndarray:
+    """An ideal wrist camera: (seen, 20 x the cube's horizontal offset from the grasp
+    site) when within `reach` m, else zeros. (3,)"""
+    d = np.asarray(cube[:2]) - np.asarray(grasp[:2])
+    if reach <= 0 or np.linalg.norm(d) > reach:
+        return np.zeros(3)
+    return np.r_[1.0, 20 * d]
+
+
 def load(paths: list[str], past: bool, pose_error: float = 0.0,
-         seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+         seed: int = 0, reach: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """(X (N, 23 [+6]), Y (N, K*6)): successful teacher episodes, chunks with the tail held."""
     xs, ys = [], []
     rng = np.random.default_rng([seed, 13])
@@ -74,12 +87,16 @@ def load(paths: list[str], past: bool, pose_error: float = 0.0,
                 continue
             a = np.asarray(ep.command["action"])
             qp, qv = np.asarray(ep.sensors["qpos"]), np.asarray(ep.sensors["qvel"])
-            cube, target = shifted(ep.privileged["cube_pose"], ep.privileged["target_xy"],
+            true_cube = np.asarray(ep.privileged["cube_pose"])
+            grasp = np.asarray(ep.privileged["grasp_pos"])
+            cube, target = shifted(true_cube, ep.privileged["target_xy"],
                                    rng.uniform(-pose_error, pose_error, 2))
             n = len(a)
             for i in range(n):
                 chunk = relative(a[[min(i + j, n - 1) for j in range(K)]], qp[i])
                 f = features(qp[i], qv[i], cube[i], target)
+                if reach > 0:
+                    f = np.concatenate([f, wrist(true_cube[i], grasp[i], reach)])
                 if past:
                     f = np.concatenate([f, relative(a[i - 1] if i else normalise(qp[0]), qp[i])])
                 xs.append(f)
@@ -96,10 +113,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--past-action", action="store_true")
     ap.add_argument("--pose-error", type=float, default=0.0)
+    ap.add_argument("--wrist", type=float, default=0.0, help="ideal wrist camera's reach (m); 0: none")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)
-    x, y = load(a.data, a.past_action, a.pose_error, a.seed)
+    x, y = load(a.data, a.past_action, a.pose_error, a.seed, a.wrist)
     print(f"samples {len(x)} from {', '.join(a.data)}", flush=True)
     net = nn.Sequential(nn.Linear(x.shape[1], 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                         nn.Linear(512, y.shape[1]))
@@ -128,6 +146,8 @@ def main() -> None:
         while not env.done:
             p, q = env.privileged(), np.asarray(obs.telemetry["qpos"])
             f_np = features(q, np.asarray(obs.telemetry["qvel"]), *shifted(p["cube_pose"], p["target_xy"], off))
+            if a.wrist > 0:
+                f_np = np.concatenate([f_np, wrist(p["cube_pose"], p["grasp_pos"], a.wrist)])
             if a.past_action:
                 f_np = np.concatenate([f_np, relative(last, q)])
             f = torch.tensor(f_np, dtype=torch.float32)
@@ -142,7 +162,7 @@ def main() -> None:
             obs = env.step(np.clip(act + a.action_noise * rng.standard_normal(6), -1, 1))
         wins += env.verdict()[0]
     print(f"ceiling success={wins / a.episodes:.3f} n={a.episodes} action_noise={a.action_noise} "
-          f"past_action={a.past_action} pose_error={a.pose_error} data={len(a.data)} files")
+          f"past_action={a.past_action} pose_error={a.pose_error} wrist={a.wrist} data={len(a.data)} files")
 
 
 if __name__ == "__main__":

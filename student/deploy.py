@@ -34,15 +34,20 @@ class PolicySource:
     robot's idle action until every camera the policy uses has delivered a frame.
     """
 
-    def __init__(self, checkpoint: str | Path, threads: int = 1) -> None:
+    def __init__(self, checkpoint: str | Path, threads: int = 1, execution: str | None = None) -> None:
         import torch  # here, not at module level: `realsim --help` must not pay for torch
 
-        from student.policy import PolicyRunner
+        from student.policy import PolicyRunner, load_checkpoint
 
         if threads > 0:
             torch.set_num_threads(threads)  # leave the other cores to the wire and camera threads
         self.checkpoint = Path(checkpoint)
-        self.runner = PolicyRunner.from_checkpoint(self.checkpoint)
+        ex = None
+        if execution:  # the checkpoint's own strategy unless the user names another
+            from student.execution import parse_execution
+
+            ex = parse_execution(execution, load_checkpoint(self.checkpoint)[1].chunk_len)
+        self.runner = PolicyRunner.from_checkpoint(self.checkpoint, ex)
         self.robot = self.runner.cfg.robot
         self.name = f"policy:{checkpoint}"
         self._warm_up()
@@ -87,6 +92,9 @@ def add_deploy_arguments(p: argparse.ArgumentParser) -> None:
                    help="episode length, s (default: the task's window: car 10, arm 20)")
     p.add_argument("--rate", type=float, default=None,
                    help="control rate, Hz (default: the rate the policy was trained at: car 50, arm 25)")
+    p.add_argument("--execution", default=None, metavar="STRATEGY",
+                   help="how predicted chunks are executed, instead of the checkpoint's own: "
+                        "single_step, chunk_open_loop, receding_horizon:N, temporal_ensemble[:M]")
 
 
 def judged_success(path: str | Path, names: list[str]) -> tuple[int, int]:
@@ -105,10 +113,11 @@ def judged_success(path: str | Path, names: list[str]) -> tuple[int, int]:
 
 def deploy(policy: str | Path, port: str, camera: str, episodes: int, out: str | Path, *,
            robot: str = "rc_car", seconds: float | None = None, rate: float | None = None,
-           control: str | None = None) -> tuple[list[str], int, int]:
+           control: str | None = None, execution: str | None = None) -> tuple[list[str], int, int]:
     """Record `episodes` episodes of the policy on the robot at `port`/`camera` (and the
     arm's `control` port) into `out`. seconds, rate: None for the robot's task window and
-    the policy's control rate.
+    the policy's control rate. execution: a `student.execution.parse_execution` spec
+    that replaces the checkpoint's strategy (None: its own).
 
     Returns (episode names, successes, judged episodes) from the JDG verdicts.
     """
@@ -117,7 +126,7 @@ def deploy(policy: str | Path, port: str, camera: str, episodes: int, out: str |
     spec = robot_spec(robot)
     seconds = spec.seconds if seconds is None else seconds
     rate = spec.control_hz if rate is None else rate
-    source = PolicySource(policy)
+    source = PolicySource(policy, execution=execution)
     if source.robot != robot:
         raise UserError(f"{policy}: a policy for {source.robot}, not {robot}")
     if robot == "arm":
@@ -166,7 +175,8 @@ def cmd_deploy(a: argparse.Namespace) -> int:
     if not Path(a.policy).is_file():
         raise UserError(f"no such file: {a.policy}")
     names, wins, judged = deploy(a.policy, a.port, a.camera, a.episodes, a.out, robot=a.robot,
-                                 seconds=a.seconds, rate=a.rate, control=getattr(a, "control", None))
+                                 seconds=a.seconds, rate=a.rate, control=getattr(a, "control", None),
+                                 execution=getattr(a, "execution", None))
     print(f"recorded {len(names)} episodes into {a.out}", file=sys.stderr)
     rate = f"{wins / judged:.3f}" if judged else "unknown"
     print(f"episodes={len(names)} judged={judged} success={rate}")

@@ -131,3 +131,26 @@ def make_execution(name: str, *, chunk_len: int, execute_n: int = 1,
     if name == "temporal_ensemble":
         return TemporalEnsemble(ensemble_m)
     raise ValueError(f"unknown execution strategy {name!r}")
+
+
+def parse_execution(spec: str, chunk_len: int) -> Execution:
+    """A strategy from a command-line spec: "single_step", "chunk_open_loop",
+    "receding_horizon:N" or "temporal_ensemble:M" (M defaults to 0.01). UserError (one
+    line) for anything else, so `deploy --execution` with a typo exits 2."""
+    from realsim.errors import UserError
+
+    name, _, arg = spec.strip().partition(":")
+    try:
+        if name in ("single_step", "chunk_open_loop") and not arg:
+            return make_execution(name, chunk_len=chunk_len)
+        if name == "receding_horizon" and arg:
+            n = int(arg)
+            if not 1 <= n <= chunk_len:
+                raise ValueError(f"n must lie in 1..{chunk_len} (the chunk's length)")
+            return RecedingHorizon(n)
+        if name == "temporal_ensemble":
+            return TemporalEnsemble(float(arg) if arg else 0.01)
+    except ValueError as e:
+        raise UserError(f"--execution {spec!r}: {e}") from None
+    raise UserError(f"--execution {spec!r}: expected single_step, chunk_open_loop, "
+                    "receding_horizon:N or temporal_ensemble[:M]")

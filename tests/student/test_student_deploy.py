@@ -39,6 +39,25 @@ def test_deploy_rejects_bad_input(tmp_path: Path) -> None:
     a.robot, a.policy = "arm", str(_ckpt(tmp_path))  # a car's checkpoint on the arm
     with pytest.raises(UserError, match="policy for rc_car, not arm"):
         cmd_deploy(a)
+    a.robot = "rc_car"
+    for bad in ("chunky", "receding_horizon", "receding_horizon:9", "temporal_ensemble:x"):
+        a.execution = bad  # chunk_len 5: n = 9 does not fit
+        with pytest.raises(UserError, match="--execution"):
+            cmd_deploy(a)
+
+
+def test_deploy_execution_replaces_the_checkpoints_strategy(tmp_path: Path) -> None:
+    """`--execution` on deploy: the runner executes chunks the named way, not as the
+    checkpoint was trained (temporal ensembling); without it, the checkpoint's own."""
+    from student.deploy import PolicySource
+    from student.execution import RecedingHorizon, TemporalEnsemble
+
+    ck = _ckpt(tmp_path)
+    assert isinstance(PolicySource(ck).runner.execution, TemporalEnsemble)
+    ex = PolicySource(ck, execution="chunk_open_loop").runner.execution
+    assert isinstance(ex, RecedingHorizon) and ex.n == 5
+    assert PolicySource(ck, execution="receding_horizon:2").runner.execution.n == 2
+    assert PolicySource(ck, execution="temporal_ensemble:0.1").runner.execution.m == 0.1
 
 
 @pytest.mark.slow
