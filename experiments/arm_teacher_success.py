@@ -33,7 +33,7 @@ def main() -> None:
                     help="aimed-hover offset, m per axis (0: no aimed hovers, no align phases)")
     a = ap.parse_args()
     env = ArmTaskEnv(render=False, randomization=ArmRandomization.none() if a.fixed else None)
-    tc = TeacherConfig(aim_error_m=a.aim_error, aim_error_yaw=TeacherConfig.aim_error_yaw if a.aim_error > 0 else 0.0)
+    tc = TeacherConfig(aim_error_m=a.aim_error, aim_error_yaw=10 * a.aim_error)  # 0.025 m, 0.25 rad
     teacher = ArmTeacher(1.0 / env.control_hz, tc)
     wins, scores, sim_t = 0, [], []
     t0 = time.time()

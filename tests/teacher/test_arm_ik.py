@@ -71,8 +71,9 @@ def test_aimed_hover_is_off_the_true_one_and_align_returns_to_it() -> None:
     ik = ArmIK()
     rng = np.random.default_rng(3)
     offs = []
+    aimed = TeacherConfig(aim_error_m=0.025, aim_error_yaw=0.25)
     for k in range(8):
-        teacher = ArmTeacher(0.04, seed=k)
+        teacher = ArmTeacher(0.04, aimed, seed=k)
         xy = np.array([rng.uniform(0.15, 0.3), rng.uniform(-0.12, 0.12)])
         plan = teacher.plan_pair(np.array(C.HOME[:5]), GRASP_POINT, xy, None, 0.3)
         q = teacher.aimed_hover(plan, GRASP_POINT)
@@ -83,13 +84,13 @@ def test_aimed_hover_is_off_the_true_one_and_align_returns_to_it() -> None:
         assert np.all(np.abs(off[:2]) <= teacher.cfg.aim_error_m + 2e-3)
         offs.append(np.linalg.norm(off[:2]))
     assert max(offs) > 0.01 and min(offs) < max(offs)  # really off, and not always by the same
-    flat = ArmTeacher(0.04, TeacherConfig(aim_error_m=0.0, aim_error_yaw=0.0))
+    flat = ArmTeacher(0.04)  # the default: straight to the exact hover
     plan = flat.plan_pair(np.array(C.HOME[:5]), GRASP_POINT, np.array([0.2, 0.0]), None, 0.3)
     assert flat.aimed_hover(plan, GRASP_POINT) is None
 
     # in an episode: the teacher passes through align and ends it on the exact hover
     env = ArmTaskEnv(render=False)
-    teacher = ArmTeacher(1.0 / env.control_hz)
+    teacher = ArmTeacher(1.0 / env.control_hz, aimed)
     env.reset(episode_seed(5, 0))
     teacher.reset(episode_seed(5, 0))
     phases = []
@@ -102,7 +103,10 @@ def test_aimed_hover_is_off_the_true_one_and_align_returns_to_it() -> None:
 
 
 def test_teacher_aims_are_reproducible_per_seed() -> None:
-    a, b = ArmTeacher(0.04, seed=1), ArmTeacher(0.04, seed=2)
+    from teacher.arm_ik import TeacherConfig
+
+    aimed = TeacherConfig(aim_error_m=0.025, aim_error_yaw=0.25)
+    a, b = ArmTeacher(0.04, aimed, seed=1), ArmTeacher(0.04, aimed, seed=2)
     plan = a.plan_pair(np.array(C.HOME[:5]), GRASP_POINT, np.array([0.22, 0.05]), None, 0.0)
     a.reset(7)
     b.reset(7)
