@@ -110,7 +110,7 @@ def test_arm_runner_preprocesses_exactly_like_training(arm_data: Path, mode: str
     from realsim.logs import LogReader
     from student.policy import PolicyRunner
 
-    cfg = tiny(history=2, execution="single_step", input_mode=mode)
+    cfg = tiny(history=2, execution="single_step", input_mode=mode, blob_moments=mode == "task_colors")
     data = load_dataset([arm_data], cfg)
     model = StudentPolicy(cfg).eval()
     model.set_stats(*data.telemetry_stats())
