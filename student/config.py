@@ -57,14 +57,15 @@ ARM_DEFAULTS: dict[str, Any] = {
     "relative_actions": True,  # see the field: absolute goals made a copycat
     "tail": "hold",  # see the field: the release was masked away
     "action_weights": (1.0, 1.0, 1.0, 1.0, 1.0, 2.0),
-    "blob_moments": True,  # the grid alone stopped 1-2 cm off the cube (30 % over 50 scenes
-    #   after 8 epochs); grid + moments, same data and epochs, 50 % (chunk_open_loop)
-    "execution": "chunk_open_loop",  # a grid + moments checkpoint over 24 scenes each:
+    "blob_moments": True,  # the grid alone stopped 1-2 cm off the cube: 30 % over 50 sim
+    #   scenes, 20 % emulated (8 epochs); these defaults 52 % / 38 % (same ~500 episodes)
+    "execution": "chunk_open_loop",  # one grid + moments checkpoint, 24 scenes each:
     #   chunk open loop 50 %, temporal ensemble m=0.01 21 % / m=0.1 25 %, receding n=5 4 %,
-    #   n=2 4 %, single step 0 % (experiments/execution_ablation.py --robot arm). Grasps
-    #   fail by a late close: averaging / replanning blurred the close across chunks
+    #   n=2 4 %, single step 0 % (experiments/execution_ablation.py CKPT --episodes 24
+    #   --horizons 1,2). Why is not measured; a guess: the gripper's close, a step in one
+    #   chunk, is blurred when chunks are averaged or cut
     "epochs": 10,  # on 484 teacher episodes (83k samples) ~3 min an epoch on 2 quiet cores;
-    #   success still rose from epoch 4 (31-38 %) to 8 (50-56 %) on 16 scenes
+    #   16-scene success at epochs 2/4/6/8/10 of the default run: 44/38/56/56/56 %
     "eval_every": 2,  # one closed-loop evaluation costs ~1 min of CPU
     "eval_episodes": 16,  # 12 picked a 25 % epoch that scored 12 % on 50 fresh scenes
     "max_train_seconds": 3600.0,  # the CPU is shared: stop training after an hour whatever happens
