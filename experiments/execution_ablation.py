@@ -25,7 +25,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import torch  # noqa: E402
 
 from student.config import StudentConfig  # noqa: E402
-from student.evaluate import Evaluator  # noqa: E402
+from student.evaluate import Evaluator, eval_env_kwargs  # noqa: E402
 from student.execution import RecedingHorizon, SingleStep, TemporalEnsemble  # noqa: E402
 from student.robots import robot_spec  # noqa: E402
 
@@ -55,12 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                    for n in (int(x) for x in a.horizons.split(",") if x.strip())
                    if n != cfg.execute_n and n < k]
     spec = robot_spec(cfg.robot)
-    env_kwargs = {}
-    fs = (ck.get("meta") or {}).get("frame_size")
-    if cfg.robot == "arm" and fs:  # render at the training data's frame size, as training did
-        env_kwargs["image_size"] = (fs[1], fs[0])
     rows = []
-    with Evaluator(a.workers, spec.env_spec, env_kwargs) as ev:
+    with Evaluator(a.workers, spec.env_spec, eval_env_kwargs(ck)) as ev:
         for label, ex in strategies:
             t0 = time.monotonic()
             r = ev.evaluate(ck, a.episodes, a.seed, action_noise=noise, execution=ex,

@@ -37,17 +37,16 @@ class PolicySource:
     def __init__(self, checkpoint: str | Path, threads: int = 1, execution: str | None = None) -> None:
         import torch  # here, not at module level: `realsim --help` must not pay for torch
 
+        from student.execution import parse_execution
         from student.policy import PolicyRunner, load_checkpoint
 
         if threads > 0:
             torch.set_num_threads(threads)  # leave the other cores to the wire and camera threads
         self.checkpoint = Path(checkpoint)
-        ex = None
-        if execution:  # the checkpoint's own strategy unless the user names another
-            from student.execution import parse_execution
-
-            ex = parse_execution(execution, load_checkpoint(self.checkpoint)[1].chunk_len)
-        self.runner = PolicyRunner.from_checkpoint(self.checkpoint, ex)
+        model, cfg, _ = load_checkpoint(self.checkpoint)
+        # the checkpoint's own strategy unless the user names another
+        ex = parse_execution(execution, cfg.chunk_len) if execution else None
+        self.runner = PolicyRunner(model, cfg, ex)
         self.robot = self.runner.cfg.robot
         self.name = f"policy:{checkpoint}"
         self._warm_up()

@@ -147,9 +147,9 @@ def parse_execution(spec: str, chunk_len: int) -> Execution:
             n = int(arg)
             if not 1 <= n <= chunk_len:
                 raise ValueError(f"n must lie in 1..{chunk_len} (the chunk's length)")
-            return RecedingHorizon(n)
+            return make_execution(name, chunk_len=chunk_len, execute_n=n)
         if name == "temporal_ensemble":
-            return TemporalEnsemble(float(arg) if arg else 0.01)
+            return make_execution(name, chunk_len=chunk_len, ensemble_m=float(arg) if arg else 0.01)
     except ValueError as e:
         raise UserError(f"--execution {spec!r}: {e}") from None
     raise UserError(f"--execution {spec!r}: expected single_step, chunk_open_loop, "
