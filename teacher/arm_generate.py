@@ -19,7 +19,7 @@ m; after latency and noise), gripper_pos (M, 3), grasp_pos (M, 3), cube_touch (M
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -130,10 +130,40 @@ class ArmTeach:
                 "teach arm --residual: the arm simulator does not support a residual yet"
             ) from None
 
-    def make_teacher(self, env: Any, seed: int = 0) -> Any:
-        from teacher.arm_ik import ArmTeacher
+    def teacher_options(self, pairs: Sequence[str]) -> tuple[tuple[str, Any], ...]:
+        from teacher.arm_ik import TeacherConfig
 
-        return ArmTeacher(1.0 / env.control_hz, seed=seed)  # seeds its aimed hovers
+        fields = {f.name: f for f in dataclasses.fields(TeacherConfig)}
+        default = TeacherConfig()
+        out: list[tuple[str, Any]] = []
+        for pair in pairs:
+            key, sep, text = pair.partition("=")
+            key = key.strip()
+            if not sep or key not in fields:
+                raise UserError(f"--teacher {pair!r}: expected KEY=VALUE with KEY one of "
+                                f"{', '.join(fields)}")
+            cur = getattr(default, key)
+            try:
+                if isinstance(cur, tuple):
+                    raise ValueError("a tuple field is not set from the command line")
+                value: Any = type(cur)(text) if not isinstance(cur, bool) else \
+                    {"true": True, "false": False}[text.lower()]
+            except (ValueError, KeyError) as e:
+                raise UserError(f"--teacher {pair!r}: bad value for {key} "
+                                f"({type(cur).__name__}): {e}") from None
+            out.append((key, value))
+        try:
+            TeacherConfig(**dict(out)).check()
+        except ValueError as e:
+            raise UserError(f"--teacher: {e}") from None
+        return tuple(out)
+
+    def make_teacher(self, env: Any, seed: int = 0,
+                     options: Sequence[tuple[str, Any]] = ()) -> Any:
+        from teacher.arm_ik import ArmTeacher, TeacherConfig
+
+        # `seed` seeds its aimed hovers
+        return ArmTeacher(1.0 / env.control_hz, TeacherConfig(**dict(options)), seed=seed)
 
     def frames(self, obs: Any) -> Iterable[tuple[str, float, bytes]]:
         for name in self.cameras:

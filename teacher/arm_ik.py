@@ -272,6 +272,12 @@ class TeacherConfig:
     # 30 % with temporal ensembling, 50 sim scenes)
     aim_error_m: float = 0.0
     aim_error_yaw: float = 0.0
+    aim_labels: str = "clean"
+    """What `label` (the action a generator logs) is while a hover is aimed off: "clean",
+    the straight teacher's goal (DART: the *state* is perturbed, the label is the exact
+    plan's correction from it, so no label depends on the unobservable aim), or "aimed",
+    the goal executed. The measurements above were made with "aimed" (the executed goal
+    logged): its labels point at a random offset no observation predicts."""
     align_s: float = 0.6
     align_max_tilt_deg: float = 10.0  # up to this tilt the jaws align with the cube's faces
     ik_seeds: tuple[tuple[float, float, float], ...] = (
@@ -280,6 +286,16 @@ class TeacherConfig:
         (1.1, -0.2, 1.6),
         (1.4, -0.8, 1.6),
     )  # (shoulder_lift, elbow_flex, wrist_flex) starting shapes for the IK
+
+
+    def check(self) -> None:
+        """ValueError for a value no teacher can run with."""
+        if self.aim_labels not in ("clean", "aimed"):
+            raise ValueError(f"aim_labels must be 'clean' or 'aimed', not {self.aim_labels!r}")
+        if self.aim_error_m < 0 or self.aim_error_yaw < 0:
+            raise ValueError("aim_error_m and aim_error_yaw must be >= 0")
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
 
 
 PHASES = (
@@ -318,6 +334,8 @@ class ArmTeacher:
         self.attempts = 0
         self.integral = np.zeros(5)
         self.q_cmd: np.ndarray | None = None  # last IK solution (5,)
+        self.q_clean: np.ndarray | None = None  # the straight plan's joints (5,) (aimed hovers)
+        self.label: np.ndarray | None = None  # the action to log for the last act (6,)
         self.grip_cmd = 0.0
         self._plan: dict[str, Any] = {}
 
@@ -462,6 +480,16 @@ class ArmTeacher:
         goal = np.r_[q_ik + self.integral, grip]
         return goal_to_action(goal)
 
+    def _out(self, joints: np.ndarray) -> np.ndarray:
+        """The executed goal (6,) for `q_cmd`; sets `label`, the goal of the straight plan
+        `q_clean` (None: the executed one) with the same integral term ("clean" labels)."""
+        a = self._goal(self.q_cmd, joints, self.grip_cmd)
+        if self.q_clean is None or self.cfg.aim_labels == "aimed":
+            self.label = a
+        else:
+            self.label = goal_to_action(np.r_[self.q_clean + self.integral, self.grip_cmd])
+        return a
+
     def _enter(self, phase: str) -> None:
         self.phase = phase
         self.t_phase = 0.0
@@ -477,6 +505,7 @@ class ArmTeacher:
         self.t_phase += self.dt
         s = self.t_phase
         P = self._plan
+        self.q_clean = None  # set below only while an aimed plan differs from the straight one
 
         if self.phase == "approach":
             if "grasp" not in P:
@@ -485,7 +514,7 @@ class ArmTeacher:
                 plan = self.plan_pair(self.q_cmd, GRASP_POINT, cube[:2], None, yaw)
                 if plan is None:  # unreachable: give up, hold still
                     self._enter("done")
-                    return self._goal(self.q_cmd, joints, self.grip_cmd)
+                    return self._out(joints)
                 P["grasp"] = plan
                 aim = self.aimed_hover(plan, GRASP_POINT)
                 P["aimed"] = aim is not None
@@ -494,6 +523,7 @@ class ArmTeacher:
                 P["grip_from"] = self.grip_cmd
             k = smoothstep(s / cfg.approach_s)
             self.q_cmd = P["q_from"] + k * (P["q_aim"] - P["q_from"])
+            self.q_clean = P["q_from"] + k * (P["grasp"]["q_hover"] - P["q_from"])
             self.grip_cmd = P["grip_from"] + min(1.0, 2 * s / cfg.approach_s) * (
                 cfg.open_width - P["grip_from"]
             )
@@ -502,6 +532,7 @@ class ArmTeacher:
         elif self.phase == "align":  # from the aimed hover to the exact one (module note)
             k = smoothstep(s / cfg.align_s)
             self.q_cmd = P["q_aim"] + k * (P["grasp"]["q_hover"] - P["q_aim"])
+            self.q_clean = P["grasp"]["q_hover"]
             if s >= cfg.align_s + 0.1:
                 self._enter("descend")
         elif self.phase == "descend":
@@ -532,7 +563,7 @@ class ArmTeacher:
         elif self.phase == "move":
             if s <= self.dt + 1e-9 and not self._holding(priv):
                 self._retry()
-                return self._goal(self.q_cmd, joints, self.grip_cmd)
+                return self._out(joints)
             if "place" not in P:
                 point = self._held_point(priv)
                 z_place = self._lowest_drop(cube) + cfg.release_clearance
@@ -541,7 +572,7 @@ class ArmTeacher:
                 )
                 if plan is None:  # cannot reach the square: put the cube down here
                     self._enter("release")
-                    return self._goal(self.q_cmd, joints, self.grip_cmd)
+                    return self._out(joints)
                 P["place"] = plan
                 aim = self.aimed_hover(plan, point)
                 P["aimed"] = aim is not None
@@ -549,20 +580,22 @@ class ArmTeacher:
                 P["q_from"] = self.q_cmd.copy()
             k = smoothstep(s / cfg.move_s)
             self.q_cmd = P["q_from"] + k * (P["q_aim"] - P["q_from"])
+            self.q_clean = P["q_from"] + k * (P["place"]["q_hover"] - P["q_from"])
             if s >= cfg.move_s + 0.15:
                 self._enter("align_place" if P["aimed"] else "place")
         elif self.phase == "align_place":
             if not self._holding(priv):
                 self._retry()
-                return self._goal(self.q_cmd, joints, self.grip_cmd)
+                return self._out(joints)
             k = smoothstep(s / cfg.align_s)
             self.q_cmd = P["q_aim"] + k * (P["place"]["q_hover"] - P["q_aim"])
+            self.q_clean = P["place"]["q_hover"]
             if s >= cfg.align_s + 0.1:
                 self._enter("place")
         elif self.phase == "place":
             if not self._holding(priv):  # dropped on the way: start over from where it is
                 self._retry()
-                return self._goal(self.q_cmd, joints, self.grip_cmd)
+                return self._out(joints)
             pl = P["place"]
             point = self._held_point(priv)
             k = smoothstep(s / cfg.place_s)
@@ -591,7 +624,7 @@ class ArmTeacher:
             self.grip_cmd = cfg.open_width * (1 - k)
             if s >= cfg.home_s:
                 self._enter("done")
-        return self._goal(self.q_cmd, joints, self.grip_cmd)
+        return self._out(joints)
 
     def _retry(self) -> None:
         self.attempts += 1

@@ -8,7 +8,7 @@ distractor_xy (2,) (NaN if none); randomization (K,) with randomization_names (K
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,7 +73,13 @@ class CarTeach:
             residual=cfg.residual,  # loaded here, once per worker process
         )
 
-    def make_teacher(self, env: Any, seed: int = 0) -> Any:
+    def teacher_options(self, pairs: Sequence[str]) -> tuple[tuple[str, Any], ...]:
+        if pairs:
+            raise UserError("teach rc_car: the pure-pursuit teacher takes no --teacher options")
+        return ()
+
+    def make_teacher(self, env: Any, seed: int = 0,
+                     options: Sequence[tuple[str, Any]] = ()) -> Any:
         from teacher.pure_pursuit import PurePursuitTeacher
 
         return PurePursuitTeacher()

@@ -33,6 +33,9 @@ def add_teach_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="randomization YAML overriding the robot's defaults "
                    "(rc_car: realsim.randomization.Randomization fields; arm: "
                    "realsim.robots.arm.scene.ArmRandomization fields)")
+    p.add_argument("--teacher", action="append", default=[], metavar="KEY=VALUE",
+                   help="a teacher option (arm: teacher.arm_ik.TeacherConfig fields, e.g. "
+                        "aim_error_m=0.02); repeatable")
     p.add_argument("--image-size", type=int, nargs=2, metavar=("H", "W"),
                    help="recorded camera size (default 240 320: half the real 480x640)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -58,8 +61,9 @@ def cmd_teach(args: argparse.Namespace) -> int:
     residual = rt.check_residual(args.residual) if args.residual is not None else None
     rand = rt.load_randomization(args.config) if args.config else rt.randomization(None)
     kw = {"image_size": tuple(args.image_size)} if args.image_size is not None else {}
+    options = rt.teacher_options(getattr(args, "teacher", None) or [])
     cfg = TeachConfig(seed=int(args.seed), params=params, randomization=rand,
-                      residual=residual, robot=args.robot, **kw)
+                      residual=residual, robot=args.robot, teacher=options, **kw)
     if getattr(args, "backend", "local") == "ray":
         from teacher.ray_backend import teach_ray
 

@@ -33,7 +33,7 @@ import importlib
 import json
 import multiprocessing as mp
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -90,9 +90,18 @@ class RobotTeach(Protocol):
         privileged(), verdict(), close())."""
         ...
 
-    def make_teacher(self, env: Any, seed: int = 0) -> Any:
+    def make_teacher(self, env: Any, seed: int = 0,
+                     options: Sequence[tuple[str, Any]] = ()) -> Any:
         """A fresh privileged teacher for one episode (act(privileged) -> action (A,));
-        `seed` (the episode's) seeds whatever the teacher draws itself."""
+        `seed` (the episode's) seeds whatever the teacher draws itself; `options`
+        (TeachConfig.teacher) set its configuration (UserError for an unknown one). A
+        teacher that executes a deliberately perturbed action may expose `label` (A,),
+        the action to log for the last act (its unperturbed plan, DART-style)."""
+        ...
+
+    def teacher_options(self, pairs: Sequence[str]) -> tuple[tuple[str, Any], ...]:
+        """`--teacher KEY=VALUE` strings as typed (name, value) options for make_teacher;
+        UserError, in the parent, for a malformed pair, an unknown name or a bad value."""
         ...
 
     def frames(self, obs: Any) -> Iterable[tuple[str, float, bytes]]:
@@ -147,6 +156,8 @@ class TeachConfig:
     residual: str | None = None  # residual checkpoint path (None: no residual); each worker
     # loads it once with its environment and runs its episodes through the hybrid sim
     robot: str = "rc_car"  # which robot's teacher (the default keeps car configs as they were)
+    teacher: tuple[tuple[str, Any], ...] = ()  # teacher options (name, value), e.g. the arm's
+    # TeacherConfig fields (`realsim teach --teacher KEY=VALUE`); empty: the teacher's defaults
 
     def __post_init__(self) -> None:
         rt = robot_teach(self.robot)
@@ -171,6 +182,8 @@ class TeachConfig:
         }
         if self.robot != "rc_car":
             d["robot"] = self.robot
+        if self.teacher:  # absent without options: older files still resume
+            d["teacher"] = [list(kv) for kv in self.teacher]
         if self.residual is not None:  # absent without one: older files still resume
             d["residual"] = _file_sha1(self.residual)
         return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
@@ -240,7 +253,7 @@ def generate_episode(cfg: TeachConfig, index: int) -> EpisodeRecord:
     env = _env(cfg, rt)
     seed = episode_seed(cfg.seed, index)
     obs = env.reset(seed)
-    teacher = rt.make_teacher(env, seed)
+    teacher = rt.make_teacher(env, seed, cfg.teacher)
     cmd_t: list[float] = []
     actions: list[np.ndarray] = []
     sens: dict[str, list[Any]] = {k: [] for k in ("t", *rt.sensor_fields)}
@@ -260,7 +273,8 @@ def generate_episode(cfg: TeachConfig, index: int) -> EpisodeRecord:
     while not env.done:
         a = teacher.act(env.privileged())
         cmd_t.append(env.t)
-        actions.append(np.asarray(a))
+        label = getattr(teacher, "label", None)  # the plan, where the teacher executes a perturbed one
+        actions.append(np.asarray(a if label is None else label))
         record(env.step(a))
     success, score = env.verdict()
     flat = rt.draw_flat(env)

@@ -111,3 +111,54 @@ def test_teacher_aims_are_reproducible_per_seed() -> None:
     a.reset(7)
     b.reset(7)
     np.testing.assert_array_equal(a.aimed_hover(plan, GRASP_POINT), b.aimed_hover(plan, GRASP_POINT))
+
+
+def test_aimed_teacher_labels_the_straight_plan_not_the_aim() -> None:
+    """DART on the plan: with aim_labels "clean" (the default) the executed goal goes to
+    the aimed hover while `label` is the straight teacher's goal from the same state; in
+    the align phase the label holds the exact hover; from the descent on both agree.
+    With "aimed" the label is the executed goal; without an aim they agree throughout."""
+    from realsim.robots.arm.sim import action_to_goal
+    from teacher.arm_ik import TeacherConfig
+
+    env = ArmTaskEnv(render=False)
+    for labels in ("clean", "aimed"):
+        teacher = ArmTeacher(1.0 / env.control_hz, TeacherConfig(
+            aim_error_m=0.025, aim_error_yaw=0.25, aim_labels=labels))
+        env.reset(episode_seed(5, 0))
+        teacher.reset(episode_seed(5, 0))
+        gap = {"approach": 0.0, "align": 0.0, "descend": 0.0}
+        align_labels = []
+        while not env.done and teacher.phase not in ("grasp", "lift"):
+            phase = teacher.phase
+            a = teacher.act(env.privileged())
+            gap[phase] = max(gap[phase], float(np.abs(a - teacher.label).max()))
+            if phase == "align" and teacher.phase == "align":
+                align_labels.append(action_to_goal(teacher.label)[:5] - teacher.integral)
+            env.step(a)
+        if labels == "clean":
+            assert gap["approach"] > 1e-3 and gap["align"] > 1e-3  # the aim is not logged
+            hover = teacher._plan["grasp"]["q_hover"]
+            np.testing.assert_allclose(np.array(align_labels), np.tile(hover, (len(align_labels), 1)),
+                                       atol=1e-6)
+        else:
+            assert gap["approach"] == 0.0 and gap["align"] == 0.0
+        assert gap["descend"] == 0.0
+    straight = ArmTeacher(1.0 / env.control_hz)
+    env.reset(episode_seed(5, 1))
+    for _ in range(60):
+        a = straight.act(env.privileged())
+        np.testing.assert_array_equal(a, straight.label)
+        env.step(a)
+
+
+def test_teacher_options_are_typed_and_checked() -> None:
+    from realsim.errors import UserError
+    from teacher.arm_generate import ARM
+
+    assert ARM.teacher_options(["aim_error_m=0.02", "aim_labels=aimed", "max_attempts=2"]) == (
+        ("aim_error_m", 0.02), ("aim_labels", "aimed"), ("max_attempts", 2))
+    for bad in (["aim_error_m"], ["nope=1"], ["aim_error_m=x"], ["aim_labels=other"],
+                ["tilts_deg=1"], ["aim_error_m=-1"]):
+        with pytest.raises(UserError):
+            ARM.teacher_options(bad)

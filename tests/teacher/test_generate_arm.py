@@ -109,6 +109,20 @@ def test_arm_params_centre_the_draw(tmp_path: Path) -> None:
     assert abs(d["param.servo_kp"] - 30.0) <= half + 1e-9
 
 
+def test_arm_log_holds_the_teachers_label_not_its_aimed_action() -> None:
+    """With aimed hovers the same seed executes the same motion whatever is logged; the
+    log's actions are the straight plan's ("clean") or the executed goals ("aimed"), and
+    the options change the config digest (a resumed file cannot mix them)."""
+    aim = (("aim_error_m", 0.025), ("aim_error_yaw", 0.25))
+    clean = generate_episode(TeachConfig(**SMALL, teacher=aim), 0)
+    aimed = generate_episode(TeachConfig(**SMALL, teacher=(*aim, ("aim_labels", "aimed"))), 0)
+    np.testing.assert_array_equal(clean.sensors["qpos"], aimed.sensors["qpos"])
+    assert np.abs(clean.action - aimed.action).max() > 1e-3
+    assert clean.success == 1
+    digests = {c.digest() for c in (CFG, TeachConfig(**SMALL, teacher=aim))}
+    assert len(digests) == 2 and CFG.digest() == TeachConfig(**SMALL, teacher=()).digest()
+
+
 def test_arm_cli_user_errors(tmp_path: Path, capsys) -> None:
     out = str(tmp_path / "x.h5")
     car_yaml = tmp_path / "car.yaml"
@@ -124,6 +138,10 @@ def test_arm_cli_user_errors(tmp_path: Path, capsys) -> None:
     car_res = save_residual(tmp_path / "car.pt", ResidualNet(ResidualConfig(robot="rc_car")))
     with pytest.raises(UserError, match="not arm"):
         cmd_teach(_args("arm", "--episodes", "1", "--out", out, "--residual", str(car_res)))
+    with pytest.raises(UserError, match="KEY=VALUE"):
+        cmd_teach(_args("arm", "--episodes", "1", "--out", out, "--teacher", "aim_error"))
+    with pytest.raises(UserError, match="takes no --teacher"):
+        cmd_teach(_args("rc_car", "--episodes", "1", "--out", out, "--teacher", "aim_error_m=1"))
     good = tmp_path / "ok.yaml"
     good.write_text(yaml.safe_dump({"action_noise": 0.0, "jpeg_quality": [80, 80]}))
     assert cmd_teach(_args("arm", "--episodes", "0", "--out", out, "--config", str(good))) == 0
