@@ -74,6 +74,43 @@ def test_front_camera_sees_the_cube_and_square() -> None:
     e.close()
 
 
+def test_wrist_camera_sees_the_cube_from_hover_to_grasp() -> None:
+    """The datasheet's wrist camera looks along the fingers: from the hover pose down to
+    the closed grasp the cube must fill a good part of its image. The palm (a collision
+    box in geom group 3) once was drawn and hid the cube from the hover down, so no
+    student could align by the wrist camera; drawing group 3 again must fail this check."""
+    import mujoco
+
+    from realsim.robots.arm.scene import episode_seed
+    from teacher.arm_ik import ArmTeacher
+
+    e = ArmTaskEnv(render=False)  # the teacher data's randomization
+    counts: dict[bool, list[int]] = {False: [], True: []}
+    for k in (1, 5, 10):  # scenes where the drawn palm hid the cube (5 of the first 16)
+        e.reset(episode_seed(0, k))
+        t = ArmTeacher(1.0 / e.control_hz)
+        m, d = e.sim.model, e.sim.data
+        cube = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, C.CUBE_GEOM)
+        with mujoco.Renderer(m, 60, 80) as r:
+            r.enable_segmentation_rendering()
+            while not e.done and t.phase != "lift":
+                e.step(t.act(e.privileged()))
+                if t.phase not in ("descend", "grasp"):
+                    continue
+                for palm in (False, True):
+                    opt = mujoco.MjvOption()
+                    opt.geomgroup[3] = int(palm)
+                    r.update_scene(d, camera=C.WRIST_CAMERA, scene_option=opt)
+                    seg = r.render()
+                    hit = (seg[..., 0] == cube) & (seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM))
+                    counts[palm].append(int(hit.sum()))
+    seen, hidden = np.array(counts[False]), np.array(counts[True])
+    assert seen.min() >= 60  # >= 1.2 % of the image at every step from hover to grasp
+    assert np.median(seen) >= 150
+    assert np.median(hidden) < 0.5 * np.median(seen)  # the drawn palm hides it: caught
+    e.close()
+
+
 def test_get_set_state_resumes_exactly() -> None:
     e = ArmTaskEnv(render=False)
     _run(e, 5, 3)
