@@ -58,7 +58,8 @@ ARM_DEFAULTS: dict[str, Any] = {
     "tail": "hold",  # see the field: the release was masked away
     "action_weights": (1.0, 1.0, 1.0, 1.0, 1.0, 2.0),
     "blob_moments": True,  # the grid alone stopped 1-2 cm off the cube: 30 % over 50 sim
-    #   scenes, 20 % emulated (8 epochs); these defaults 52 % / 38 % (same ~500 episodes)
+    #   scenes, 20 % emulated (8 epochs); these defaults 52 % / 38 % (same ~500 episodes),
+    #   58 % / 30 % once the wrist camera's view was cleared of the palm
     "execution": "chunk_open_loop",  # one grid + moments checkpoint, 24 scenes each:
     #   chunk open loop 50 %, temporal ensemble m=0.01 21 % / m=0.1 25 %, receding n=5 4 %,
     #   n=2 4 %, single step 0 % (experiments/execution_ablation.py CKPT --episodes 24
