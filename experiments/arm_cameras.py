@@ -26,12 +26,12 @@ VARIANTS = {"two": ["front", "wrist"], "front": ["front"]}
 
 
 def _train(data: list[str], out: Path, config: str | None, sets: list[str], cameras: list[str]) -> None:
-    from student.cli import _overrides
+    from realsim.yamlfile import key_values
     from student.config import StudentConfig
     from student.train import train_student
 
     cfg = StudentConfig.load(config, "arm")
-    cfg = StudentConfig.from_dict({**cfg.as_dict(), **_overrides(sets), "cameras": cameras})
+    cfg = StudentConfig.from_dict({**cfg.as_dict(), **key_values(sets), "cameras": cameras})
     train_student(data, out, cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 

@@ -27,3 +27,20 @@ def load_mapping(path: str | Path, what: str = "a mapping", missing: str = "no s
     if not isinstance(data, dict):
         raise UserError(f"{p}: expected {what}")
     return data
+
+
+def key_values(items: list[str] | tuple[str, ...], option: str = "--set") -> dict[str, Any]:
+    """`KEY=VALUE` command-line items as {key: YAML value} (later items win); UserError
+    naming `option` for an item without "=" or a key."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for it in items:
+        k, sep, v = it.partition("=")
+        if not sep or not k.strip():
+            raise UserError(f"{option} {it!r}: expected KEY=VALUE")
+        try:
+            out[k.strip()] = yaml.safe_load(v)
+        except yaml.YAMLError:
+            raise UserError(f"{option} {it!r}: the value is not valid YAML") from None
+    return out

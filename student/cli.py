@@ -19,9 +19,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from realsim.errors import UserError
+from realsim.yamlfile import key_values
 from student.deploy import add_deploy_arguments, cmd_deploy
 
 if TYPE_CHECKING:
@@ -52,18 +53,6 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     from realsim.distributed import add_distributed_arguments
 
     add_distributed_arguments(p)
-
-
-def _overrides(items: list[str]) -> dict[str, Any]:
-    import yaml
-
-    out: dict[str, Any] = {}
-    for it in items:
-        k, sep, v = it.partition("=")
-        if not sep or not k.strip():
-            raise UserError(f"--set {it!r}: expected KEY=VALUE")
-        out[k.strip()] = yaml.safe_load(v)
-    return out
 
 
 def _config(path: str | None, init: str | None, robot: str = "rc_car") -> StudentConfig:
@@ -103,7 +92,7 @@ def cmd_train_student(a: argparse.Namespace) -> int:
 
     init = getattr(a, "init", None)
     cfg = _config(a.config, init, a.robot)
-    ov = _overrides(getattr(a, "set", []) or [])
+    ov = key_values(getattr(a, "set", []) or [])
     if ov:
         try:
             cfg = StudentConfig.from_dict({**cfg.as_dict(), **ov})

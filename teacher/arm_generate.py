@@ -131,26 +131,21 @@ class ArmTeach:
             ) from None
 
     def teacher_options(self, pairs: Sequence[str]) -> tuple[tuple[str, Any], ...]:
+        from realsim.yamlfile import key_values
         from teacher.arm_ik import TeacherConfig
 
-        fields = {f.name: f for f in dataclasses.fields(TeacherConfig)}
         default = TeacherConfig()
+        names = [f.name for f in dataclasses.fields(TeacherConfig)]
         out: list[tuple[str, Any]] = []
-        for pair in pairs:
-            key, sep, text = pair.partition("=")
-            key = key.strip()
-            if not sep or key not in fields:
-                raise UserError(f"--teacher {pair!r}: expected KEY=VALUE with KEY one of "
-                                f"{', '.join(fields)}")
+        for key, value in key_values(list(pairs), "--teacher").items():
+            if key not in names:
+                raise UserError(f"--teacher {key}: unknown (expected one of {', '.join(names)})")
             cur = getattr(default, key)
-            try:
-                if isinstance(cur, tuple):
-                    raise ValueError("a tuple field is not set from the command line")
-                value: Any = type(cur)(text) if not isinstance(cur, bool) else \
-                    {"true": True, "false": False}[text.lower()]
-            except (ValueError, KeyError) as e:
-                raise UserError(f"--teacher {pair!r}: bad value for {key} "
-                                f"({type(cur).__name__}): {e}") from None
+            if isinstance(cur, float) and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if type(value) is not type(cur) or isinstance(cur, tuple):
+                raise UserError(f"--teacher {key}={value!r}: expected a {type(cur).__name__} "
+                                "(tuple fields are not set from the command line)")
             out.append((key, value))
         try:
             TeacherConfig(**dict(out)).check()

@@ -287,7 +287,6 @@ class TeacherConfig:
         (1.4, -0.8, 1.6),
     )  # (shoulder_lift, elbow_flex, wrist_flex) starting shapes for the IK
 
-
     def check(self) -> None:
         """ValueError for a value no teacher can run with."""
         if self.aim_labels not in ("clean", "aimed"):
