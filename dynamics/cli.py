@@ -44,6 +44,8 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
     p.add_argument("--epochs", type=int, default=40, help="Lightning epochs per pass")
     p.add_argument("--batch", type=int, default=4, help="segments (episodes) per optimiser step")
     p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
+    p.add_argument("--lr-schedule", choices=("constant", "cosine"), default=None,
+                   help="learning rate within each pass: constant, or cosine down to lr/100 (default: TrainConfig's)")
     p.add_argument("--weight-decay", type=float, default=None,
                    help="AdamW weight decay (default: TrainConfig's)")
     p.add_argument("--hidden", default="64,64", help="hidden layer widths, e.g. 32,32")
@@ -135,6 +137,7 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
         structure=a.structure, passes=a.passes, epochs=a.epochs, batch=a.batch, seed=a.seed, logdir=a.logdir,
         dist=dist_from_args(a), hidden=hidden, lr=a.lr,
         **({} if a.weight_decay is None else {"weight_decay": a.weight_decay}),
+        **({} if a.lr_schedule is None else {"lr_schedule": a.lr_schedule}),
         **{k: v for k, v in (("chunk", a.chunk), ("inner", a.inner), ("clip", a.clip), ("line_search", line),
                                       ("loss_scale", a.loss_scale), ("ensemble", a.ensemble))
            if v is not None},

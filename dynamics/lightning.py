@@ -36,6 +36,8 @@ from torch.utils.data import DataLoader, Dataset
 from dynamics.data import Linearised
 from realsim.residual import ResidualNet
 
+SCHEDULES = ("constant", "cosine")
+
 
 class SegmentSet(Dataset):
     """The segments of a `Linearised` pass, each padded to the longest (J periods).
@@ -173,6 +175,9 @@ class ResidualModule(L.LightningModule):
     then `inner` optimiser steps on chunks of `chunk` periods started from its deltas
     (the starts are refreshed for the next batch), several times the optimiser steps for
     the same time. clip: gradient-norm clip (0: none).
+    schedule: the learning rate within one fit (one linearisation pass): "constant", or
+    "cosine" from lr down to lr / 100 at the pass's last step, so that the pass ends at a
+    settled minimum of its linear model, not wherever Adam's last noisy step left it.
     """
 
     def __init__(
@@ -187,6 +192,7 @@ class ResidualModule(L.LightningModule):
         chunk: int = 0,
         inner: int = 1,
         clip: float = 0.0,
+        schedule: str = "constant",
     ) -> None:
         super().__init__()
         self.net = net
@@ -197,6 +203,9 @@ class ResidualModule(L.LightningModule):
         self.lr, self.weight_decay, self.out_penalty = lr, weight_decay, out_penalty
         self.truncate = int(truncate)
         self.chunk, self.inner, self.clip = int(chunk), max(1, int(inner)), float(clip)
+        if schedule not in SCHEDULES:
+            raise ValueError(f"learning-rate schedule {schedule!r}: expected one of {SCHEDULES}")
+        self.schedule = schedule
         if self.chunk > 0:
             self.automatic_optimization = False
 
@@ -230,6 +239,9 @@ class ResidualModule(L.LightningModule):
             if self.clip > 0:
                 self.clip_gradients(opt, gradient_clip_val=self.clip, gradient_clip_algorithm="norm")
             opt.step()
+        sch = self.lr_schedulers()
+        if sch is not None:  # manual optimisation: the schedule steps once per batch
+            sch.step()  # type: ignore[union-attr]
         self.log("train/loss", loss.detach(), prog_bar=True, on_epoch=True, on_step=False, batch_size=len(batch["A"]))
         return loss.detach()
 
@@ -239,7 +251,12 @@ class ResidualModule(L.LightningModule):
         return loss
 
     def configure_optimizers(self) -> Any:
-        return torch.optim.AdamW(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        opt = torch.optim.AdamW(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        if self.schedule == "constant":
+            return opt
+        steps = max(1, int(self.trainer.estimated_stepping_batches))  # batches of this fit
+        sch = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=self.lr / 100)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sch, "interval": "step"}}
 
 
 class ResidualDataModule(L.LightningDataModule):

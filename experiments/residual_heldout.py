@@ -81,6 +81,8 @@ def main() -> None:
     ap.add_argument("--weight-decay", type=float, default=None, help="realsim train-residual --weight-decay")
     ap.add_argument("--hidden", default="64,64", help="realsim train-residual --hidden")
     ap.add_argument("--lr", type=float, default=3e-3, help="realsim train-residual --lr")
+    ap.add_argument("--lr-schedule", default=None, choices=("constant", "cosine"),
+                    help="realsim train-residual --lr-schedule")
     ap.add_argument("--chunk", type=int, default=None, help="realsim train-residual --chunk")
     ap.add_argument("--inner", type=int, default=None, help="realsim train-residual --inner")
     ap.add_argument("--clip", type=float, default=None, help="realsim train-residual --clip")
@@ -117,6 +119,7 @@ def main() -> None:
     wtag = "" if a.weight_decay is None else f"_wd{a.weight_decay:g}"
     wtag += "" if a.hidden == "64,64" else "_n" + a.hidden.replace(",", "x")
     wtag += "" if a.lr == 3e-3 else f"_lr{a.lr:g}"
+    wtag += "" if a.lr_schedule is None else f"_{a.lr_schedule}"
     wtag += "" if a.chunk is None else f"_c{a.chunk}"
     wtag += "" if a.inner is None else f"_i{a.inner}"
     wtag += "" if a.clip is None else f"_cl{a.clip:g}"
@@ -153,6 +156,7 @@ def main() -> None:
                      for x in (f"--{k}", str(getattr(a, k)))]
                   + ([] if a.line_search is None else ["--line-search", a.line_search])
                   + ([] if a.loss_scale is None else ["--loss-scale", a.loss_scale])
+                  + ([] if a.lr_schedule is None else ["--lr-schedule", a.lr_schedule])
                   + ([] if a.ensemble is None else ["--ensemble", str(a.ensemble)]))
         print(out.strip().splitlines()[-1], f"({time.perf_counter() - t:.0f} s)", flush=True)
 
@@ -198,7 +202,7 @@ def validate(a: argparse.Namespace, log: Path, params: Path, stem: Path) -> None
         history=a.history, horizon=a.horizon, passes=a.passes, epochs=a.epochs, batch=a.batch,
         max_out=parse_max_out(a.max_out), hidden=tuple(int(h) for h in a.hidden.split(",")), lr=a.lr,
         seed=a.train_seed, **({} if a.weight_decay is None else {"weight_decay": a.weight_decay}),
-        **{k: getattr(a, k) for k in ("chunk", "inner", "clip", "loss_scale", "ensemble") if getattr(a, k) is not None},
+        **{k: getattr(a, k) for k in ("chunk", "inner", "clip", "loss_scale", "ensemble", "lr_schedule") if getattr(a, k) is not None},
         **({} if a.line_search is None else {"line_search": () if a.line_search == "none" else
                                              tuple(float(x) for x in a.line_search.split(","))}),
     )

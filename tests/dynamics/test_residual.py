@@ -252,6 +252,40 @@ def test_chunked_training_runs(tmp_path: Path) -> None:
     assert load_residual(tmp_path / "c.pt").cfg.history == res.residual.cfg.history
 
 
+@pytest.mark.parametrize("chunk", [0, 5])
+def test_cosine_schedule_ends_each_pass_at_a_hundredth_of_the_rate(tmp_path: Path, chunk: int) -> None:
+    """The cosine schedule steps once per batch and reaches lr / 100 at a pass's last
+    batch, for whole-segment and chunked (manual optimisation) training alike; the
+    constant one stays at lr; an unknown schedule is refused."""
+    import lightning as L
+
+    from dynamics.data import linearise
+    from dynamics.lightning import ResidualDataModule, ResidualModule
+    from realsim.sim import HybridSim
+
+    p = CarParams()
+    eps = [drag_law_episode(p, ep, K_DRAG, f"ep_{i:06d}") for i, ep in enumerate(_episodes(3, 0.6))]
+    rcfg = ResidualConfig(history=2)
+    sim = HybridSim("rc_car", p, None)
+    lin, _ = linearise(sim, eps, None, rcfg, window=0)
+    for schedule, want in (("cosine", 3e-3 / 100), ("constant", 3e-3)):
+        mod = ResidualModule(ResidualNet(rcfg), [1.0, 10.0], lr=3e-3, schedule=schedule, chunk=chunk)
+        dm = ResidualDataModule(rcfg.history, batch_size=1)
+        dm.set_pass(lin, None)
+        tr = L.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                       enable_model_summary=False, num_sanity_val_steps=0)
+        tr.fit(mod, datamodule=dm)
+        lr = tr.optimizers[0].param_groups[0]["lr"]
+        assert lr == pytest.approx(want, rel=1e-6), (schedule, lr)
+    with pytest.raises(ValueError, match="schedule"):
+        ResidualModule(ResidualNet(rcfg), [1.0, 10.0], schedule="linear")
+    for f in ("p.yaml", "x.h5"):
+        (tmp_path / f).touch()
+    r = run_cli("train-residual", "rc_car", "--params", tmp_path / "p.yaml", "--logs", tmp_path / "x.h5",
+                "--out", tmp_path / "r.pt", "--lr-schedule", "linear")
+    assert_one_line_error(r, "--lr-schedule")
+
+
 def test_ensemble_averages_members_and_loads_weights_only(tmp_path: Path) -> None:
     """An ensemble checkpoint: the mean of its members, bounded, loads with
     weights_only=True; a single net's checkpoint keeps the old format (no 'members')."""
