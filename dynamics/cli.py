@@ -46,6 +46,9 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
     p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
     p.add_argument("--lr-schedule", choices=("constant", "cosine"), default=None,
                    help="learning rate within each pass: constant, or cosine down to lr/100 (default: TrainConfig's)")
+    p.add_argument("--max-radius", type=float, default=None,
+                   help="contract each period's linearised state map to this spectral radius "
+                        "(default: the robot's; arm 1, rc_car none; 0: never)")
     p.add_argument("--weight-decay", type=float, default=None,
                    help="AdamW weight decay (default: TrainConfig's)")
     p.add_argument("--hidden", default="64,64", help="hidden layer widths, e.g. 32,32")
@@ -116,6 +119,8 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
             raise UserError("train-residual: --line-search steps must lie in (0, 1)")
     if a.ensemble is not None and a.ensemble < 1:
         raise UserError("train-residual: --ensemble must be >= 1")
+    if a.max_radius is not None and not a.max_radius >= 0:
+        raise UserError("train-residual: --max-radius must be >= 0 (0: never contract)")
     if (a.chunk is not None and a.chunk < 0) or (a.inner is not None and a.inner < 1) or (a.clip is not None and a.clip < 0):
         raise UserError("train-residual: --chunk and --clip must be >= 0, --inner >= 1")
     try:
@@ -138,6 +143,7 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
         dist=dist_from_args(a), hidden=hidden, lr=a.lr,
         **({} if a.weight_decay is None else {"weight_decay": a.weight_decay}),
         **({} if a.lr_schedule is None else {"lr_schedule": a.lr_schedule}),
+        **({} if a.max_radius is None else {"max_radius": a.max_radius}),
         **{k: v for k, v in (("chunk", a.chunk), ("inner", a.inner), ("clip", a.clip), ("line_search", line),
                                       ("loss_scale", a.loss_scale), ("ensemble", a.ensemble))
            if v is not None},

@@ -80,6 +80,11 @@ class TrainConfig:
     # constant rate can end a pass on a loss spike, and that pass's residual is then far
     # worse in the true rollout than its linear model's minimum
     lr_schedule: str = "constant"
+    # contract each period's linearised state map to this spectral radius
+    # (dynamics.data.contract): maps that expand, from finite differences across
+    # non-smooth events, blow the unrolled linear model up; None: the robot's default
+    # (RobotIO.max_radius: the arm 1.0, the car none); <= 0: never
+    max_radius: float | None = None
     # AdamW's decoupled weight decay: a few episodes of one car leave many weights
     # unconstrained; decay pulls those to zero (a smoother residual that extrapolates less)
     weight_decay: float = 1e-5
@@ -197,6 +202,9 @@ def train_residual(
         raise UserError(f"train-residual: {e}") from None
     sim = HybridSim(cfg.robot, params, None)
     sim.period = rcfg.period
+    max_radius = cfg.max_radius if cfg.max_radius is not None else robot_io(cfg.robot).max_radius
+    if max_radius is not None and max_radius <= 0:
+        max_radius = None
     sig = scales(train)
     base_train = evaluate(sim, train, None)
     if cfg.loss_scale == "fit":  # each signal's error relative to the fitted simulator's own
@@ -226,7 +234,7 @@ def train_residual(
     current: Residual | None = None
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     for p in range(cfg.passes):
-        lin, _ = linearise(sim, train, current, rcfg, window=cfg.anchor)
+        lin, _ = linearise(sim, train, current, rcfg, window=cfg.anchor, max_radius=max_radius)
         if p == 0:
             mean, std = feature_stats(lin)
             net.set_normalisation(torch.as_tensor(mean), torch.as_tensor(std))

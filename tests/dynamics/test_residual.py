@@ -128,6 +128,7 @@ def test_train_residual_bad_input(tmp_path: Path) -> None:
     ("--weight-decay", "-1", "--weight-decay"), ("--lr", "0", "--lr"),
     ("--chunk", "-1", "--chunk"), ("--inner", "0", "--inner"), ("--clip", "-1", "--clip"),
     ("--ensemble", "0", "--ensemble"), ("--line-search", "2", "--line-search"),
+    ("--max-radius", "-1", "--max-radius"), ("--max-radius", "nan", "--max-radius"),
 ])
 def test_train_residual_bad_training_knob(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                          opt: str, value: str, needle: str) -> None:
@@ -284,6 +285,28 @@ def test_cosine_schedule_ends_each_pass_at_a_hundredth_of_the_rate(tmp_path: Pat
     r = run_cli("train-residual", "rc_car", "--params", tmp_path / "p.yaml", "--logs", tmp_path / "x.h5",
                 "--out", tmp_path / "r.pt", "--lr-schedule", "linear")
     assert_one_line_error(r, "--lr-schedule")
+
+
+def test_contract_caps_the_spectral_radius_and_leaves_contracting_maps_alone() -> None:
+    """A one-period map that expands (radius 12, as finite differences across backlash
+    gave on an emulated arm) is scaled to radius 1; a contracting one is untouched; and
+    unrolled over 400 periods, the contracted maps no longer blow a perturbation up."""
+    from dynamics.data import contract
+
+    rng = np.random.default_rng(0)
+    stable = np.diag([0.9, 0.5, -0.3])
+    expand = np.array([[1.0, 0.02, 0.0], [280.0, 0.2, 0.0], [0.0, 0.0, 0.95]])  # stiff servo across a stick
+    assert np.abs(np.linalg.eigvals(expand)).max() > 2.0
+    A = np.stack([stable if k % 4 else expand for k in range(400)])
+    A = A + 1e-3 * rng.standard_normal(A.shape)
+    got, share = contract(A, 1.0)
+    rho = np.abs(np.linalg.eigvals(got)).max(-1)
+    assert rho.max() <= 1.0 + 1e-9 and share == pytest.approx(0.25)
+    np.testing.assert_array_equal(got[1], A[1])  # contracting: untouched
+    d0 = np.ones(3)
+    blow = np.linalg.norm(np.linalg.multi_dot(list(A[::-1])) @ d0)
+    kept = np.linalg.norm(np.linalg.multi_dot(list(got[::-1])) @ d0)
+    assert blow > 1e6 and kept < 1e3, (blow, kept)
 
 
 def test_ensemble_averages_members_and_loads_weights_only(tmp_path: Path) -> None:
