@@ -76,10 +76,10 @@ class TrainConfig:
     epochs: int = 40
     batch: int = 4
     lr: float = 3e-3
-    # the learning rate within each pass (dynamics.lightning.ResidualModule): Adam at a
-    # constant rate can end a pass on a loss spike, and that pass's residual is then far
-    # worse in the true rollout than its linear model's minimum
-    lr_schedule: str = "constant"
+    # the learning rate within each pass (dynamics.lightning.ResidualModule): "constant"
+    # or "cosine" (down to lr / 100 by the pass's end); None: the robot's default
+    # (RobotIO.lr_schedule, with the measurements that chose it)
+    lr_schedule: str | None = None
     # contract each period's linearised state map to this spectral radius
     # (dynamics.data.contract): maps that expand, from finite differences across
     # non-smooth events, blow the unrolled linear model up; None: the robot's default
@@ -215,7 +215,8 @@ def train_residual(
     net = ResidualNet(rcfg)
     module = ResidualModule(net, sig, lr=cfg.lr, weight_decay=cfg.weight_decay, out_penalty=cfg.out_penalty,
                             truncate=cfg.horizon, observed=OBSERVED[cfg.robot].index,
-                            chunk=cfg.chunk, inner=cfg.inner, clip=cfg.clip, schedule=cfg.lr_schedule)
+                            chunk=cfg.chunk, inner=cfg.inner, clip=cfg.clip,
+                            schedule=cfg.lr_schedule or robot_io(cfg.robot).lr_schedule)
     dm = ResidualDataModule(rcfg.history, batch_size=cfg.batch if cfg.anchor != 1 else 64 * cfg.batch, seed=cfg.seed)
     logdir = Path(cfg.logdir) if cfg.logdir else Path(cfg.out).with_suffix("").parent / (Path(cfg.out).stem + "_tb")
     writer = rank_zero_writer(logdir / "rollout")  # one writer, on rank 0, under DDP
