@@ -32,7 +32,15 @@ training), ``--line-search`` (backtracking per pass), ``--loss-scale fit``.
 ``--combine-seeds 0,1,2`` averages residuals already trained with those ``--train-seed``
 values (same settings; with ``--validate`` the validation checkpoints) into one ensemble
 checkpoint and reports it without training: the same as ``--ensemble 3`` with the
-members trained in separate runs.
+members trained in separate runs. ``--lr-schedule`` passes train-residual's (the car's
+default is cosine; naming it tags the output files).
+
+The current figure (144 training / 48 held-out episodes, 0.52 / 0.24 of fit alone):
+
+    for s in 0 1; do python experiments/residual_heldout.py --seed 7 --logs-dir D --per-driver 48 \
+        --passes 8 --lr-schedule cosine --train-seed $s; done
+    python experiments/residual_heldout.py --seed 7 --logs-dir D --per-driver 48 --passes 8 \
+        --lr-schedule cosine --combine-seeds 0,1
 """
 
 from __future__ import annotations
