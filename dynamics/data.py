@@ -75,7 +75,8 @@ class Linearised:
 
     A (E, J, S, S); G (E, J, S, n); fbar (E, J, n); sbar (E, J + 1, S);
     feat (E, J + 1, F); y (E, J + 1, O) targets (`OBSERVED`; NaN: none);
-    length (E,) periods per segment; index (O,) the targets' places in the state.
+    length (E,) periods per segment; index (O,) the targets' places in the state;
+    contracted: the share of periods whose A `linearise` contracted.
     """
 
     A: np.ndarray
@@ -86,6 +87,7 @@ class Linearised:
     y: np.ndarray
     length: np.ndarray
     index: tuple[int, ...] = (2, 3)
+    contracted: float = 0.0  # share of periods whose A was contracted (`contract`)
 
 
 def load_episodes(paths: Sequence[str], robot: str = "rc_car") -> list[LogEpisode]:
@@ -309,8 +311,11 @@ def linearise(
     if window > 0:  # keep the anchor's own periods only
         trajs = [_cut(tr, window, cfg.period) for tr in trajs]
     As, Gs = sensitivities(sim, trajs, cfg)
+    contracted = 0.0
     if max_radius is not None:
-        As = [contract(A, max_radius)[0] for A in As]
+        done = [contract(A, max_radius) for A in As]
+        As = [a for a, _ in done]
+        contracted = float(sum(sh * len(a) for a, sh in done) / max(1, sum(len(a) for a in As)))
     obs = OBSERVED[sim.robot]
     E = len(trajs)
     J = max(len(tr.out) for tr in trajs)
@@ -325,6 +330,7 @@ def linearise(
         y=np.full((E, J + 1, len(obs.signals)), np.nan),
         length=np.array([len(tr.out) for tr in trajs]),
         index=obs.index,
+        contracted=contracted,
     )
     for i, ((e, _), tr) in enumerate(zip(segs, trajs, strict=True)):
         Ji = len(tr.out)

@@ -236,6 +236,8 @@ def train_residual(
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     for p in range(cfg.passes):
         lin, _ = linearise(sim, train, current, rcfg, window=cfg.anchor, max_radius=max_radius)
+        if lin.contracted > 0:
+            log(f"pass {p}: {100 * lin.contracted:.0f} % of periods' linearised maps contracted to radius {max_radius:g}")
         if p == 0:
             mean, std = feature_stats(lin)
             net.set_normalisation(torch.as_tensor(mean), torch.as_tensor(std))
