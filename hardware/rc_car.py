@@ -302,6 +302,7 @@ class RcCarDriver(RobotDriver):
         if send_stop and not self.lost:
             try:
                 self._write(nmea.encode("STP"))
+                ser.flush()  # the stop must leave the port before it closes
             except Exception:  # the port may have died; nothing left to do for the car
                 pass
         self._stop.set()

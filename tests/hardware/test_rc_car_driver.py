@@ -46,6 +46,8 @@ def test_drive_encodes_clamps_and_counts_seq(car: FakeCar) -> None:
         drv.episode_start(7)
         drv.episode_end(7)
         assert car.wait_for(lambda: len(car.lines("EPE")) == 1)
+    # the disconnect's STP reaches the car (the fake's reader may still be on its way to it)
+    assert car.wait_for(lambda: len(car.lines("STP")) == 2)
     drvs = [m.fields for m in car.lines("DRV")]
     assert drvs == [
         ("0", "500", "-250"),
