@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["load_residual"]
+__all__ = ["LR_SCHEDULES", "load_residual"]
+
+# the learning rate within one training pass (dynamics.lightning.ResidualModule); here, not
+# there, so the CLI offers the same names without importing torch
+LR_SCHEDULES = ("constant", "cosine")
 
 
 def __getattr__(name: str) -> Any:

@@ -16,6 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
+from dynamics import LR_SCHEDULES
 from realsim.errors import UserError
 from realsim.robots import ROBOTS
 
@@ -44,8 +45,9 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
     p.add_argument("--epochs", type=int, default=40, help="Lightning epochs per pass")
     p.add_argument("--batch", type=int, default=4, help="segments (episodes) per optimiser step")
     p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
-    p.add_argument("--lr-schedule", choices=("constant", "cosine"), default=None,
-                   help="learning rate within each pass: constant, or cosine down to lr/100 (default: TrainConfig's)")
+    p.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=None,
+                   help="learning rate within each pass: constant, or cosine down to lr/100 "
+                        "(default: the robot's; rc_car cosine, arm constant)")
     p.add_argument("--max-radius", type=float, default=None,
                    help="contract each period's linearised state map to this spectral radius "
                         "(default: the robot's; arm 1, rc_car none; 0: never)")

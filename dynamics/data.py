@@ -315,7 +315,8 @@ def linearise(
     if max_radius is not None:
         done = [contract(A, max_radius) for A in As]
         As = [a for a, _ in done]
-        contracted = float(sum(sh * len(a) for a, sh in done) / max(1, sum(len(a) for a in As)))
+        lengths = [len(a) for a in As]
+        contracted = float(np.dot([sh for _, sh in done], lengths) / max(1, sum(lengths)))
     obs = OBSERVED[sim.robot]
     E = len(trajs)
     J = max(len(tr.out) for tr in trajs)

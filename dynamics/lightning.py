@@ -33,10 +33,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from dynamics import LR_SCHEDULES
 from dynamics.data import Linearised
 from realsim.residual import ResidualNet
-
-SCHEDULES = ("constant", "cosine")
 
 
 class SegmentSet(Dataset):
@@ -203,8 +202,8 @@ class ResidualModule(L.LightningModule):
         self.lr, self.weight_decay, self.out_penalty = lr, weight_decay, out_penalty
         self.truncate = int(truncate)
         self.chunk, self.inner, self.clip = int(chunk), max(1, int(inner)), float(clip)
-        if schedule not in SCHEDULES:
-            raise ValueError(f"learning-rate schedule {schedule!r}: expected one of {SCHEDULES}")
+        if schedule not in LR_SCHEDULES:
+            raise ValueError(f"learning-rate schedule {schedule!r}: expected one of {LR_SCHEDULES}")
         self.schedule = schedule
         if self.chunk > 0:
             self.automatic_optimization = False

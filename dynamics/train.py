@@ -202,7 +202,9 @@ def train_residual(
         raise UserError(f"train-residual: {e}") from None
     sim = HybridSim(cfg.robot, params, None)
     sim.period = rcfg.period
-    max_radius = cfg.max_radius if cfg.max_radius is not None else robot_io(cfg.robot).max_radius
+    io = robot_io(cfg.robot)  # the robot's defaults for what the config leaves None
+    schedule = cfg.lr_schedule or io.lr_schedule
+    max_radius = cfg.max_radius if cfg.max_radius is not None else io.max_radius
     if max_radius is not None and max_radius <= 0:
         max_radius = None
     sig = scales(train)
@@ -216,7 +218,7 @@ def train_residual(
     module = ResidualModule(net, sig, lr=cfg.lr, weight_decay=cfg.weight_decay, out_penalty=cfg.out_penalty,
                             truncate=cfg.horizon, observed=OBSERVED[cfg.robot].index,
                             chunk=cfg.chunk, inner=cfg.inner, clip=cfg.clip,
-                            schedule=cfg.lr_schedule or robot_io(cfg.robot).lr_schedule)
+                            schedule=schedule)
     dm = ResidualDataModule(rcfg.history, batch_size=cfg.batch if cfg.anchor != 1 else 64 * cfg.batch, seed=cfg.seed)
     logdir = Path(cfg.logdir) if cfg.logdir else Path(cfg.out).with_suffix("").parent / (Path(cfg.out).stem + "_tb")
     writer = rank_zero_writer(logdir / "rollout")  # one writer, on rank 0, under DDP

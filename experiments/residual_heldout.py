@@ -55,6 +55,8 @@ from pathlib import Path
 
 from _emulated import record_emulated
 
+from dynamics import LR_SCHEDULES
+
 
 def run(cmd: list[str]) -> str:
     """Run a realsim verb; its stdout (stderr shown on failure)."""
@@ -89,7 +91,7 @@ def main() -> None:
     ap.add_argument("--weight-decay", type=float, default=None, help="realsim train-residual --weight-decay")
     ap.add_argument("--hidden", default="64,64", help="realsim train-residual --hidden")
     ap.add_argument("--lr", type=float, default=3e-3, help="realsim train-residual --lr")
-    ap.add_argument("--lr-schedule", default=None, choices=("constant", "cosine"),
+    ap.add_argument("--lr-schedule", default=None, choices=LR_SCHEDULES,
                     help="realsim train-residual --lr-schedule")
     ap.add_argument("--chunk", type=int, default=None, help="realsim train-residual --chunk")
     ap.add_argument("--inner", type=int, default=None, help="realsim train-residual --inner")
