@@ -54,6 +54,9 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
     p.add_argument("--weight-decay", type=float, default=None,
                    help="AdamW weight decay (default: TrainConfig's)")
     p.add_argument("--hidden", default="64,64", help="hidden layer widths, e.g. 32,32")
+    p.add_argument("--outputs", default="",
+                   help="force outputs, comma-separated (default: the robot's; rc_car fx,fy,mz,tau, "
+                        "with tau_steer on offer: a torque on the steering knuckles; arm all five joints)")
     p.add_argument("--max-out", default="",
                    help="output bounds overriding the defaults, e.g. mz=0.6,fy=4 (rc_car) or "
                         "tau_wrist_roll=0.5 (arm) (N, N m, or the state increments' units)")
@@ -95,6 +98,22 @@ def parse_max_out(spec: str, robot: str = "rc_car") -> dict[str, float] | None:
         if not out[k] > 0:
             raise UserError(f"--max-out: {k} must be > 0")
     return out
+
+
+def parse_outputs(spec: str, robot: str = "rc_car", mode: str = "force") -> tuple[str, ...] | None:
+    """"fx,fy,mz" -> ("fx", "fy", "mz"); "" -> None (the robot's default). UserError on a
+    name that is not one of `robot`'s outputs for `mode`, or on a repeated one."""
+    if not spec.strip():
+        return None
+    from realsim.residual import robot_io  # lazy: torch is not for argument parsing
+
+    io = robot_io(robot)
+    allowed = io.force_outputs if mode == "force" else io.state_outputs
+    names = tuple(x.strip() for x in spec.split(","))
+    bad = [n for n in names if n not in allowed]
+    if bad or len(set(names)) != len(names):
+        raise UserError(f"--outputs: {spec!r}: expected distinct names from {list(allowed)}")
+    return names
 
 
 def cmd_train_residual(a: argparse.Namespace) -> int:
@@ -140,7 +159,7 @@ def cmd_train_residual(a: argparse.Namespace) -> int:
         max_out=parse_max_out(a.max_out, a.robot),
         robot=a.robot, params=a.params, logs=list(a.logs), out=a.out, holdout=a.holdout,
         history=a.history, horizon=a.horizon, anchor=a.anchor, mode=a.mode,
-        outputs=io.force_outputs if a.mode == "force" else io.state_outputs,
+        outputs=parse_outputs(a.outputs, a.robot, a.mode) or (io.state_outputs if a.mode == "state" else None),
         structure=a.structure, passes=a.passes, epochs=a.epochs, batch=a.batch, seed=a.seed, logdir=a.logdir,
         dist=dist_from_args(a), hidden=hidden, lr=a.lr,
         **({} if a.weight_decay is None else {"weight_decay": a.weight_decay}),

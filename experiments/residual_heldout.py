@@ -90,6 +90,7 @@ def main() -> None:
     ap.add_argument("--max-out", default="", help="realsim train-residual --max-out (e.g. mz=0.6,fy=4)")
     ap.add_argument("--weight-decay", type=float, default=None, help="realsim train-residual --weight-decay")
     ap.add_argument("--hidden", default="64,64", help="realsim train-residual --hidden")
+    ap.add_argument("--outputs", default="", help="realsim train-residual --outputs (e.g. fx,fy,mz,tau,tau_steer)")
     ap.add_argument("--lr", type=float, default=3e-3, help="realsim train-residual --lr")
     ap.add_argument("--lr-schedule", default=None, choices=LR_SCHEDULES,
                     help="realsim train-residual --lr-schedule")
@@ -130,6 +131,7 @@ def main() -> None:
     wtag += "" if a.hidden == "64,64" else "_n" + a.hidden.replace(",", "x")
     wtag += "" if a.lr == 3e-3 else f"_lr{a.lr:g}"
     wtag += "" if a.lr_schedule is None else f"_{a.lr_schedule}"
+    wtag += "" if not a.outputs else "_o" + a.outputs.replace(",", "-")
     wtag += "" if a.chunk is None else f"_c{a.chunk}"
     wtag += "" if a.inner is None else f"_i{a.inner}"
     wtag += "" if a.clip is None else f"_cl{a.clip:g}"
@@ -161,6 +163,7 @@ def main() -> None:
                    "--batch", str(a.batch), "--seed", str(a.train_seed), "--hidden", a.hidden,
                    "--lr", str(a.lr)]
                   + (["--max-out", a.max_out] if a.max_out else [])
+                  + (["--outputs", a.outputs] if a.outputs else [])
                   + ([] if a.weight_decay is None else ["--weight-decay", str(a.weight_decay)])
                   + [x for k in ("chunk", "inner", "clip") if getattr(a, k) is not None
                      for x in (f"--{k}", str(getattr(a, k)))]
@@ -200,7 +203,7 @@ def validate(a: argparse.Namespace, log: Path, params: Path, stem: Path) -> None
     train-residual's own 0.25 split of them, and print that validation split's figures."""
     import torch
 
-    from dynamics.cli import parse_max_out
+    from dynamics.cli import parse_max_out, parse_outputs
     from dynamics.data import load_episodes
     from dynamics.train import TrainConfig, train_residual
     from sysid.data import split_holdout
@@ -210,7 +213,7 @@ def validate(a: argparse.Namespace, log: Path, params: Path, stem: Path) -> None
     cfg = TrainConfig(
         robot="rc_car", params=str(params), logs=[str(log)], out=str(stem) + ".pt", holdout="0.25",
         history=a.history, horizon=a.horizon, passes=a.passes, epochs=a.epochs, batch=a.batch,
-        max_out=parse_max_out(a.max_out), hidden=tuple(int(h) for h in a.hidden.split(",")), lr=a.lr,
+        max_out=parse_max_out(a.max_out), outputs=parse_outputs(a.outputs), hidden=tuple(int(h) for h in a.hidden.split(",")), lr=a.lr,
         seed=a.train_seed, **({} if a.weight_decay is None else {"weight_decay": a.weight_decay}),
         **{k: getattr(a, k) for k in ("chunk", "inner", "clip", "loss_scale", "ensemble", "lr_schedule") if getattr(a, k) is not None},
         **({} if a.line_search is None else {"line_search": () if a.line_search == "none" else

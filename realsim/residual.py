@@ -12,7 +12,10 @@ battery voltage; outputs
 
 - ``fx``, ``fy``: force (N) in the chassis frame, at the body origin, on the free joint;
 - ``mz``: yaw moment (N m) on the free joint;
-- ``tau``: torque (N m) on the rear differential tendon (half on each rear wheel).
+- ``tau``: torque (N m) on the rear differential tendon (half on each rear wheel);
+- ``tau_steer``: torque (N m) on each front steering knuckle's hinge, where the steering
+  servo acts (an actuator-level correction: the real wheels may follow the servo more
+  slowly through their linkage, or give under load, than the modelled knuckle).
 
 Ablation only (never the product default): ``mode="state"`` outputs velocity
 increments (``dvx``, ``dvy``, ``dr`` in m/s, m/s, rad/s; ``dw`` in rad/s of the mean
@@ -42,7 +45,7 @@ from torch import nn
 from realsim.errors import UserError
 
 FEATURES = ("vx", "vy", "yaw_rate", "wheel_speed", "steer", "steer_cmd", "drive", "brake", "vbat")
-FORCE_OUTPUTS = ("fx", "fy", "mz", "tau")
+FORCE_OUTPUTS = ("fx", "fy", "mz", "tau", "tau_steer")
 STATE_OUTPUTS = ("dvx", "dvy", "dr", "dw")
 # Bounds of each output (physical scale). 20 % of m g for the longitudinal force; about
 # 40 % of m g for the lateral one (the tyres' friction limit on a floor with mu ~ 0.4-0.5)
@@ -57,6 +60,10 @@ DEFAULT_MAX: dict[str, float] = {
     "fy": 4.0,
     "mz": 0.6,
     "tau": 0.1,
+    # ~40 % of the modelled servo's saturated torque at its mid-range speed (2.3 N m at
+    # 0.115 s / 60 deg), enough to slow its slew by that much; off saturation, 1 N m
+    # against its P gain moves the wheels' angle by 0.03 rad
+    "tau_steer": 1.0,
     "dvx": 0.05,
     "dvy": 0.05,
     "dr": 0.1,
@@ -98,6 +105,8 @@ class RobotIO:
         (`dynamics.data.contract`); None: none.
     lr_schedule: training's default learning rate within a pass ("constant" or "cosine",
         `dynamics.lightning.ResidualModule`).
+    default_outputs: the force outputs a residual has when its config names none
+        (None: all of `force_outputs`).
     """
 
     features: tuple[str, ...]
@@ -110,6 +119,7 @@ class RobotIO:
     history: int = 5
     max_radius: float | None = None
     lr_schedule: str = "constant"
+    default_outputs: tuple[str, ...] | None = None
 
 
 ROBOT_IO: dict[str, RobotIO] = {
@@ -121,7 +131,8 @@ ROBOT_IO: dict[str, RobotIO] = {
     # true rollout. Training RMSE on an emulated car (144 episodes) after pass 5, seeds 0 / 1:
     # yaw rate constant 0.137 (a spike) / 0.050, cosine 0.048 / 0.048 rad/s; wheel speed
     # 3.28 / 0.57 against 0.38 / 0.38 rad/s, and every cosine pass improved on the last
-    "rc_car": RobotIO(FEATURES, 4, FORCE_OUTPUTS, STATE_OUTPUTS, DEFAULT_MAX, history=10, lr_schedule="cosine"),
+    "rc_car": RobotIO(FEATURES, 5, FORCE_OUTPUTS, STATE_OUTPUTS, DEFAULT_MAX, history=10, lr_schedule="cosine",
+                      default_outputs=("fx", "fy", "mz", "tau")),
     # the arm: finite differences across backlash and stick-slip gave one-period maps with
     # spectral radius up to 12 in about a fifth of the periods of an emulated arm's logs,
     # and training diverged on them (linear loss 0.16 -> 210 in one epoch); contracted to
@@ -152,7 +163,8 @@ class ResidualConfig:
     mode: "force" (generalised force inside the step) or "state" (ablation: velocity
         increments written into the state at period boundaries).
     outputs: output channels, a subset of the robot's force outputs (or state outputs
-        for "state"); None: all of them.
+        for "state"); None: the robot's `RobotIO.default_outputs` (all of them if it
+        names none).
     max_out: bound per output; None (or missing names): the robot's defaults.
     structure: "mlp" (one MLP from the whole feature history to every output) or
         "per_output" (one MLP shared by the outputs, each seeing only its own feature
@@ -185,7 +197,10 @@ class ResidualConfig:
         allowed = io.force_outputs if self.mode == "force" else io.state_outputs
         if not allowed:
             raise ValueError(f"{self.robot}: no residual mode {self.mode!r}")
-        self.outputs = tuple(self.outputs) if self.outputs is not None else allowed
+        if self.outputs is not None:
+            self.outputs = tuple(self.outputs)
+        else:
+            self.outputs = io.default_outputs if self.mode == "force" and io.default_outputs else allowed
         self.max_out = {**io.default_max, **(self.max_out or {})}
         if self.structure is None:
             self.structure = io.structure if self.mode == "force" else "mlp"

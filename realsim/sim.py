@@ -9,7 +9,7 @@ residual training) gets its simulator here, the same way, for either robot::
 
 Without a residual `replay` *is* the robot's ``sim.replay_batch``. With one, the
 residual's bounded output is applied inside the MuJoCo step as a generalised force
-(`data.qfrc_applied`: the car's free joint and rear wheels; the arm's motor hinges,
+(`data.qfrc_applied`: the car's free joint, rear wheels and steering knuckles; the arm's motor hinges,
 where its servos act), recomputed every ``period`` physics steps from the history of
 the simulated state and held in between: the state is never overwritten. Open loop,
 each trajectory runs as `mujoco.rollout` calls of ``period`` steps (the force enters
@@ -72,13 +72,14 @@ class CarLayout:
     """Addresses of the car's joints in a (car or scene) model.
 
     root_q / root_v: free-joint qpos / dof address; rear: rear-wheel dof addresses;
-    steer_q: front steering joint qpos addresses; nq, nv: model sizes.
+    steer_q / steer_v: front steering joint qpos / dof addresses; nq, nv: model sizes.
     """
 
     root_q: int
     root_v: int
     rear: tuple[int, int]
     steer_q: tuple[int, int]
+    steer_v: tuple[int, int]
     nq: int
     nv: int
 
@@ -96,6 +97,7 @@ class CarLayout:
             root_v=int(model.jnt_dofadr[r]),
             rear=tuple(int(model.jnt_dofadr[jid(n)]) for n in C.WHEEL_JOINTS[:2]),  # type: ignore[arg-type]
             steer_q=tuple(int(model.jnt_qposadr[jid(n)]) for n in C.STEER_JOINTS),  # type: ignore[arg-type]
+            steer_v=tuple(int(model.jnt_dofadr[jid(n)]) for n in C.STEER_JOINTS),  # type: ignore[arg-type]
             nq=int(model.nq),
             nv=int(model.nv),
         )
@@ -105,10 +107,18 @@ class CarLayout:
         w, x, y, z = (qpos[:, self.root_q + 3 + i] for i in range(4))
         return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
 
-    def reduced(self, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
-        """[vx, vy (body frame, m/s), yaw rate (rad/s), mean rear-wheel speed (rad/s)].
+    def steer(self, qpos: np.ndarray) -> np.ndarray:
+        """Mean front steering angle (rad). qpos Shape: (B, nq) -> (B,)."""
+        return 0.5 * (qpos[:, self.steer_q[0]] + qpos[:, self.steer_q[1]])
 
-        qpos Shape: (B, nq), qvel Shape: (B, nv) -> Shape: (B, 4).
+    def reduced(self, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+        """[vx, vy (body frame, m/s), yaw rate (rad/s), mean rear-wheel speed (rad/s),
+        mean front steering angle (rad)].
+
+        The steering angle is state: the steering servo integrates its command (and a
+        steering torque output) over several periods, so a change of it now acts on the
+        yaw rate later; residual training's linear model must carry it.
+        qpos Shape: (B, nq), qvel Shape: (B, nv) -> Shape: (B, 5).
         """
         yaw = self.yaw(qpos)
         c, s = np.cos(yaw), np.sin(yaw)
@@ -119,6 +129,7 @@ class CarLayout:
                 -s * v[:, 0] + c * v[:, 1],
                 qvel[:, self.root_v + 5],
                 0.5 * (qvel[:, self.rear[0]] + qvel[:, self.rear[1]]),
+                self.steer(qpos),
             ],
             axis=1,
         )
@@ -131,10 +142,9 @@ class CarLayout:
         qpos (B, nq), qvel (B, nv), ctrl (B, 4) the step's control (actuator order),
         vbat (B,) V. Returns Shape: (B, len(FEATURES)).
         """
-        red = self.reduced(qpos, qvel)
-        steer = 0.5 * (qpos[:, self.steer_q[0]] + qpos[:, self.steer_q[1]])
+        red = self.reduced(qpos, qvel)  # vx, vy, yaw rate, wheel speed, steering angle
         return np.column_stack(
-            [red, steer, 0.5 * (ctrl[:, 0] + ctrl[:, 1]), ctrl[:, DUTY], ctrl[:, 3], vbat]
+            [red, 0.5 * (ctrl[:, 0] + ctrl[:, 1]), ctrl[:, DUTY], ctrl[:, 3], vbat]
         )
 
     def to_qfrc(self, out: np.ndarray, names: Sequence[str], yaw: np.ndarray) -> np.ndarray:
@@ -142,7 +152,8 @@ class CarLayout:
 
         fx, fy act at the body origin in the chassis frame (rotated to the world frame the
         free joint's translational dofs use), mz about the body z axis, tau on the rear
-        differential tendon (qfrc = J^T tau: tau/2 on each rear wheel).
+        differential tendon (qfrc = J^T tau: tau/2 on each rear wheel), tau_steer on each
+        steering knuckle's hinge (where the servo's own torque acts).
         """
         q = np.zeros((out.shape[0], self.nv))
         c, s = np.cos(yaw), np.sin(yaw)
@@ -154,6 +165,9 @@ class CarLayout:
         tau = col.get("tau", 0.0)
         q[:, self.rear[0]] = 0.5 * tau
         q[:, self.rear[1]] = 0.5 * tau
+        ts = col.get("tau_steer", 0.0)
+        q[:, self.steer_v[0]] = ts
+        q[:, self.steer_v[1]] = ts
         return q
 
     def correct_state(
@@ -177,8 +191,8 @@ class CarLayout:
     # --- the layout interface the hybrid simulator uses (ArmResidualLayout: the same) ---
     robot = "rc_car"
     nu = C.NU
-    state_step = np.array([0.05, 0.05, 0.1, 1.0])
-    """Finite-difference steps of the reduced state [vx, vy, yaw rate, wheel speed]."""
+    state_step = np.array([0.05, 0.05, 0.1, 1.0, 0.01])
+    """Finite-difference steps of the reduced state [vx, vy, yaw rate, wheel speed, steer]."""
 
     def force(self, out: np.ndarray, names: Sequence[str], qpos: np.ndarray) -> np.ndarray:
         """Residual outputs (B, n) at states qpos (B, nq) -> qfrc Shape: (B, nv)."""
@@ -189,12 +203,15 @@ class CarLayout:
         return self.correct_state(qvel, out, names, self.yaw(qpos))
 
     def perturb(self, qpos: np.ndarray, qvel: np.ndarray, ds: np.ndarray) -> None:
-        """Add reduced-state increments ds (B, 4) to the states, in place."""
-        qvel[:] = self.correct_state(qvel, ds, STATE_OUTPUTS, self.yaw(qpos))
+        """Add reduced-state increments ds (B, 5) to the states, in place (the steering
+        angle's to both knuckles)."""
+        qvel[:] = self.correct_state(qvel, ds[:, :4], STATE_OUTPUTS, self.yaw(qpos))
+        for a in self.steer_q:
+            qpos[:, a] += ds[:, 4]
 
     def hook_dofs(self) -> np.ndarray:
-        """The dofs a force residual writes (free joint, rear wheels)."""
-        return np.r_[np.arange(self.root_v, self.root_v + 6), np.array(self.rear)]
+        """The dofs a force residual writes (free joint, rear wheels, steering knuckles)."""
+        return np.r_[np.arange(self.root_v, self.root_v + 6), np.array(self.rear), np.array(self.steer_v)]
 
     @staticmethod
     def diverged(red: np.ndarray) -> bool:
@@ -338,7 +355,7 @@ def split_state(model: mujoco.MjModel, state: np.ndarray) -> tuple[np.ndarray, n
 
 
 def diverged(red: np.ndarray) -> bool:
-    """True if reduced states (..., 4) hold a non-finite value or an impossible speed."""
+    """True if the car's reduced states (..., 5) hold a non-finite value or an impossible speed."""
     if not np.all(np.isfinite(red)):
         return True
     return bool(
@@ -630,7 +647,7 @@ class ResidualHook:
     `period`-th call (the first one included) it reads the robot's state and control from
     `data`, pushes the features into its history, evaluates the residual and writes the
     generalised force into `data.qfrc_applied` at the robot's residual dofs (the car's
-    free joint and two rear wheels; the arm's motor hinges; other dofs untouched); the
+    free joint, two rear wheels and steering knuckles; the arm's motor hinges; other dofs untouched); the
     calls in between re-write the same held force. In the car's ablation mode "state"
     it adds velocity increments to `data.qvel` instead. The scene model may hold more
     than the robot: addresses come from joint names.

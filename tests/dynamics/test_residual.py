@@ -68,6 +68,39 @@ def test_residual_force_acts_inside_the_step_and_is_bounded() -> None:
     assert np.all(np.abs(np.diff(v1[:, 0])) < 0.2)
 
 
+def test_steer_torque_acts_on_the_knuckles_and_its_linear_model_carries_it() -> None:
+    """tau_steer (an actuator-level output) turns the wheels against the servo's P gain:
+    a constant -bound moves the settled steering angle by -bound / STEER_KP, and nothing
+    else is written; the linearised one-period maps see the steering angle as state."""
+    from dynamics.data import sensitivities
+    from realsim.residual import Residual
+
+    cfg = ResidualConfig(outputs=("tau_steer",), history=2)
+    assert ResidualConfig().outputs == ("fx", "fy", "mz", "tau")  # opt-in: not the default
+    net = ResidualNet(cfg)
+    with torch.no_grad():
+        net.head.bias.fill_(-50.0)  # saturates at -bound
+    sim = load_simulator("rc_car", None, None)
+    q = np.zeros((1, sim.model.nq))
+    qf = sim.layout.force(np.array([[0.7]]), ("tau_steer",), q)
+    assert set(np.flatnonzero(qf[0])) == set(sim.layout.steer_v) and np.allclose(qf[0, list(sim.layout.steer_v)], 0.7)
+    ct = np.array([0.0, 1.0])
+    ca = np.array([[0.5, 0.3], [0.5, 0.3]])  # steady steering, gentle throttle
+    st = np.arange(0.01, 2.0, 0.02)
+    ep = car_sim.ReplayInput(ct, ca, st, np.full(len(st), 8.0))
+    plain = sim.rollout([ep], residual=None)[0]
+    hyb = sim.rollout([ep], residual=Residual(net.eval(), {}))[0]
+    s0 = sim.layout.reduced(*split_state(sim.model, plain.state))[:, 4]
+    s1 = sim.layout.reduced(*split_state(sim.model, hyb.state))[:, 4]
+    shift = np.median((s1 - s0)[len(s0) // 2 :])
+    assert shift == pytest.approx(-cfg.max_out["tau_steer"] / C.STEER_KP, rel=0.1)
+    A, G = sensitivities(sim, [hyb], cfg)
+    assert A[0].shape[1:] == (5, 5) and G[0].shape[1:] == (5, 1)
+    # more torque turns the wheels that way, settled within the period: 1 / STEER_KP per N m
+    assert np.median(G[0][:, 4, 0]) == pytest.approx(1 / C.STEER_KP, rel=0.2)
+    assert np.median(np.abs(A[0][len(s0) // 2 :, 2, 4])) > 0  # a steering change reaches the yaw rate
+
+
 def test_hybrid_rollout_threads_do_not_change_results() -> None:
     net = ResidualNet(ResidualConfig(history=3))
     with torch.no_grad():
@@ -129,6 +162,7 @@ def test_train_residual_bad_input(tmp_path: Path) -> None:
     ("--chunk", "-1", "--chunk"), ("--inner", "0", "--inner"), ("--clip", "-1", "--clip"),
     ("--ensemble", "0", "--ensemble"), ("--line-search", "2", "--line-search"),
     ("--max-radius", "-1", "--max-radius"), ("--max-radius", "nan", "--max-radius"),
+    ("--outputs", "fx,steer", "--outputs"), ("--outputs", "fx,fx", "--outputs"),
 ])
 def test_train_residual_bad_training_knob(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                          opt: str, value: str, needle: str) -> None:
