@@ -55,8 +55,8 @@ def add_train_residual_arguments(p: argparse.ArgumentParser) -> argparse.Argumen
                    help="AdamW weight decay (default: TrainConfig's)")
     p.add_argument("--hidden", default="64,64", help="hidden layer widths, e.g. 32,32")
     p.add_argument("--outputs", default="",
-                   help="force outputs, comma-separated (default: the robot's; rc_car fx,fy,mz,tau, "
-                        "with tau_steer on offer: a torque on the steering knuckles; arm all five joints)")
+                   help="force outputs, comma-separated (default: all of the robot's; rc_car fx,fy,mz,tau,"
+                        "tau_steer (tau_steer: a torque on the steering knuckles), arm its five joints)")
     p.add_argument("--max-out", default="",
                    help="output bounds overriding the defaults, e.g. mz=0.6,fy=4 (rc_car) or "
                         "tau_wrist_roll=0.5 (arm) (N, N m, or the state increments' units)")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from dynamics.data import load_episodes
 from dynamics.train import TrainConfig, train_residual
-from realsim.residual import STATE_OUTPUTS, robot_io
+from realsim.residual import FORCE_OUTPUTS, STATE_OUTPUTS
 
 VARIANTS: dict[str, dict] = {
     "multi-step (whole episode), force, history 5 (default)": {},
@@ -48,7 +48,7 @@ def main() -> None:
     pick = [int(i) for i in a.only.split(",")] if a.only else range(len(names))
     for i in pick:
         name = names[i]
-        kw = {"outputs": robot_io("rc_car").default_outputs, **VARIANTS[name]}
+        kw = {"outputs": FORCE_OUTPUTS, **VARIANTS[name]}
         cfg = TrainConfig(params=a.params, logs=a.logs, out=str(out / f"variant{i}.pt"),
                           passes=a.passes, epochs=a.epochs, batch=a.batch, logdir=str(out / f"tb{i}"), **kw)
         print(f"== {name}", flush=True)

@@ -76,7 +76,7 @@ def test_steer_torque_acts_on_the_knuckles_and_its_linear_model_carries_it() -> 
     from realsim.residual import Residual
 
     cfg = ResidualConfig(outputs=("tau_steer",), history=2)
-    assert ResidualConfig().outputs == ("fx", "fy", "mz", "tau")  # opt-in: not the default
+    assert ResidualConfig().outputs == ("fx", "fy", "mz", "tau", "tau_steer")  # the car's default
     net = ResidualNet(cfg)
     with torch.no_grad():
         net.head.bias.fill_(-50.0)  # saturates at -bound
