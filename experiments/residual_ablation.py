@@ -24,7 +24,7 @@ from dynamics.train import TrainConfig, train_residual
 from realsim.residual import FORCE_OUTPUTS, STATE_OUTPUTS
 
 VARIANTS: dict[str, dict] = {
-    "multi-step (whole episode), force, history 5 (default)": {},
+    "multi-step (whole episode), force, the robot's history (default)": {},
     "one-step loss (1-period segments from a state estimate)": {"horizon": 1, "anchor": 1},
     "state correction": {"mode": "state", "outputs": STATE_OUTPUTS},
     "no history (1 sample)": {"history": 1},
