@@ -340,7 +340,8 @@ class StudentConfig:
         unknown = sorted(set(d) - names)
         if unknown:
             raise UserError(f"config: unknown key(s) {', '.join(unknown)}")
-        return cls(**d)
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        return cls(**{k: _scalar(k, types[k], v) for k, v in d.items()})
 
     @classmethod
     def load(cls, path: str | Path | None, robot: str | None = None) -> StudentConfig:
@@ -361,3 +362,26 @@ class StudentConfig:
             return cls.from_dict(d)
         except TypeError as e:
             raise UserError(f"{p}: {e}") from None
+
+
+def _scalar(key: str, typ: Any, value: Any) -> Any:
+    """`value` as the field's scalar type (float, int, bool); other fields pass through.
+
+    YAML 1.1 reads `3e-4` (no dot) as a string, so `--set lr=3e-4` once reached the
+    optimiser as text; a value that is not of the field's kind is a one-line UserError."""
+    name = typ if isinstance(typ, str) else getattr(typ, "__name__", "")
+    if name == "float" and not isinstance(value, bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    elif name == "int" and not isinstance(value, bool):
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            return int(value)
+    elif name == "bool" and isinstance(value, bool):
+        return value
+    elif name not in ("float", "int", "bool"):
+        return value
+    raise UserError(f"config: {key} must be of type {name}, not {value!r}")
