@@ -1,0 +1,104 @@
+"""Where does an arm student fail in the simulator: the grasp, the carry or the release?
+
+    python experiments/arm_student_failures.py CKPT [--episodes 40] [--camera-pos 0.02]
+        [--camera-rot 3] [--camera-fov 5] [--action-noise 0.01] [--seed 20000]
+
+Runs the student closed loop (as `student.evaluate.run_episode`: the checkpoint's own
+execution, Gaussian noise on every goal) in `ArmTaskEnv` with the camera randomization
+given here (0 0 0: the datasheet's nominal poses, which asks how much of the failure the
+cameras' pose uncertainty explains). The student sees only `Obs`; this script reads the
+simulator's privileged state, for diagnosis only, at the tick the student first commands
+the jaws shut (the gripper goal crossing mid-range downwards): the grasp site's offset
+from the cube centre in the gripper frame (cm; y is the jaws' closing axis, z along the
+fingers, x across the jaws), and whether the cube is ever lifted (centre above 5 cm).
+
+Prints one line per episode, then
+`success=<rate> lifted=<rate> success|lifted=<rate> never_lifted=<n>` and the mean
+absolute first-close offset (cm) per gripper axis, over failures and successes apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+from multiprocessing import Pool
+from typing import Any
+
+import numpy as np
+
+LIFT_Z = 0.05  # m: cube centre above this = lifted (it rests at 0.015)
+
+
+def _run(args: tuple[str, list[int], tuple[float, float, float], float]) -> list[dict[str, Any]]:
+    ck_path, seeds, cams, noise = args
+    import torch
+
+    from realsim.robots.arm.scene import ArmRandomization, ArmTaskEnv
+    from student.evaluate import _cfg, eval_env_kwargs, obs_frames
+    from student.policy import PolicyRunner, model_from_checkpoint
+
+    torch.set_num_threads(1)
+    ck = torch.load(ck_path, map_location="cpu", weights_only=True)
+    rnd = ArmRandomization(camera_pos_m=cams[0], camera_rot_deg=cams[1], camera_fov_deg=cams[2])
+    env = ArmTaskEnv(randomization=rnd, **eval_env_kwargs(ck))
+    runner = PolicyRunner(model_from_checkpoint(ck), _cfg(ck), None)
+    out = []
+    for seed in seeds:
+        rng = np.random.default_rng([seed, 77])  # as student.evaluate.run_episode
+        obs = env.reset(seed)
+        runner.reset()
+        lifted, closes, first = False, 0, None
+        prev = None
+        while not env.done:
+            a = runner.act(obs.telemetry, obs_frames(obs), t_host=float(obs.t))
+            if noise > 0:
+                a = a + noise * rng.standard_normal(a.shape)
+            p = env.privileged()
+            if prev is not None and prev > 0 >= a[5]:
+                closes += 1
+                if first is None:
+                    first = p["gripper_rot"].T @ (p["grasp_pos"] - p["cube_pose"][:3])
+            prev = float(a[5])
+            lifted |= bool(p["cube_pose"][2] > LIFT_Z)
+            obs = env.step(np.clip(a, -1.0, 1.0))
+        success, score = env.verdict()
+        out.append({"seed": seed, "success": int(success), "score_cm": 100 * score,
+                    "lifted": lifted, "closes": closes,
+                    "first_close_cm": None if first is None else (100 * first).round(1).tolist()})
+    env.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("checkpoint")
+    ap.add_argument("--episodes", type=int, default=40)
+    ap.add_argument("--camera-pos", type=float, default=0.02, help="m, uniform +-")
+    ap.add_argument("--camera-rot", type=float, default=3.0, help="deg, uniform +- per axis")
+    ap.add_argument("--camera-fov", type=float, default=5.0, help="deg, uniform +-")
+    ap.add_argument("--action-noise", type=float, default=0.01)
+    ap.add_argument("--seed", type=int, default=20_000)
+    ap.add_argument("--workers", type=int, default=2)
+    a = ap.parse_args()
+    seeds = list(range(a.seed, a.seed + a.episodes))
+    cams = (a.camera_pos, a.camera_rot, a.camera_fov)
+    jobs = [(a.checkpoint, seeds[i::a.workers], cams, a.action_noise) for i in range(a.workers)]
+    with Pool(a.workers) as pool:
+        res = sorted((r for part in pool.map(_run, jobs) for r in part), key=lambda r: r["seed"])
+    for r in res:
+        print(r)
+    s = np.array([r["success"] for r in res], bool)
+    lifted = np.array([r["lifted"] for r in res], bool)
+    cond = f"{s[lifted].mean():.2f}" if lifted.any() else "nan"
+    print(f"success={s.mean():.2f} lifted={lifted.mean():.2f} success|lifted={cond} "
+          f"never_lifted={int((~lifted).sum())} n={len(res)}")
+    for name, m in (("failures", ~s), ("successes", s)):
+        e = np.array([r["first_close_cm"] for r, k in zip(res, m, strict=True)
+                      if k and r["first_close_cm"]])
+        if len(e):
+            x, y, z = np.abs(e).mean(0)
+            print(f"{name}: mean |first-close offset| x (across jaws) {x:.1f} cm, "
+                  f"y (closing axis) {y:.1f} cm, z (along fingers) {z:.1f} cm, n={len(e)}")
+
+
+if __name__ == "__main__":
+    main()
