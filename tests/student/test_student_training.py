@@ -295,3 +295,37 @@ def test_a_checkpoint_from_before_crop_rows_keeps_the_whole_frame() -> None:
     del ck["config"]["crop_rows"]  # as written before the field existed
     model = model_from_checkpoint(ck)
     assert ck["config"]["crop_rows"] is None and model.cfg.image_height == 24
+
+
+def test_training_threads_reads_the_machine_now_not_the_last_minute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """All cores unless other processes keep half of them busy *now*: a job that has just
+    finished still weighs on the 1-minute load average, and once made a whole training
+    run single-threaded on an idle machine."""
+    import student.train as st
+
+    monkeypatch.setattr(st.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(st.os, "getloadavg", lambda: (2.0, 2.0, 2.0))  # a teach run just ended
+    monkeypatch.setattr(st.time, "sleep", lambda s: None)
+
+    def tasks(seq: list[int | None]) -> None:
+        it = iter(seq)
+        monkeypatch.setattr(st, "_running_tasks", lambda: next(it))
+
+    tasks([1, 1, 2, 1, 1])  # this process alone, one blip of another task
+    assert st.busy_cores() == 0.0
+    tasks([1, 1, 2, 1, 1])
+    assert st.training_threads(0) == 2
+    tasks([2, 3, 2, 2, 3])  # another job holds a core: don't oversubscribe
+    assert st.training_threads(0) == 1
+    tasks([None])  # no /proc: the load average decides
+    assert st.training_threads(0) == 1
+    assert st.training_threads(3) == 3  # asked for is what you get
+
+
+def test_running_tasks_counts_this_process() -> None:
+    import student.train as st
+
+    n = st._running_tasks()
+    if not Path("/proc/loadavg").exists():
+        pytest.skip("no /proc")
+    assert n is not None and n >= 1
