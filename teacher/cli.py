@@ -34,8 +34,9 @@ def add_teach_arguments(p: argparse.ArgumentParser) -> None:
                    "(rc_car: realsim.randomization.Randomization fields; arm: "
                    "realsim.robots.arm.scene.ArmRandomization fields)")
     p.add_argument("--teacher", action="append", default=[], metavar="KEY=VALUE",
-                   help="a teacher option (arm: teacher.arm_ik.TeacherConfig fields, e.g. "
-                        "aim_error_m=0.02); repeatable")
+                   help="a teacher option (arm: teacher.arm_ik.TeacherConfig fields; default "
+                        "aim_error_m=0.02 aim_error_yaw=0.2, aimed hovers with clean labels, "
+                        "aim_error_m=0 aim_error_yaw=0 flies straight); repeatable")
     p.add_argument("--image-size", type=int, nargs=2, metavar=("H", "W"),
                    help="recorded camera size (default 240 320: half the real 480x640)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

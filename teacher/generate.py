@@ -100,8 +100,10 @@ class RobotTeach(Protocol):
         ...
 
     def teacher_options(self, pairs: Sequence[str]) -> tuple[tuple[str, Any], ...]:
-        """`--teacher KEY=VALUE` strings as typed (name, value) options for make_teacher;
-        UserError, in the parent, for a malformed pair, an unknown name or a bad value."""
+        """`--teacher KEY=VALUE` strings as typed (name, value) options for make_teacher,
+        over the robot's default teacher-data options (kept in the options, so the config
+        digest changes with them); UserError, in the parent, for a malformed pair, an
+        unknown name or a bad value."""
         ...
 
     def frames(self, obs: Any) -> Iterable[tuple[str, float, bytes]]:

@@ -156,8 +156,13 @@ def test_teacher_options_are_typed_and_checked() -> None:
     from realsim.errors import UserError
     from teacher.arm_generate import ARM
 
-    assert ARM.teacher_options(["aim_error_m=0.02", "aim_labels=aimed", "max_attempts=2"]) == (
-        ("aim_error_m", 0.02), ("aim_labels", "aimed"), ("max_attempts", 2))
+    assert ARM.teacher_options(["aim_error_m=0.03", "aim_labels=aimed", "max_attempts=2"]) == (
+        ("aim_error_m", 0.03), ("aim_error_yaw", 0.2), ("aim_labels", "aimed"),
+        ("max_attempts", 2))
+    # teacher data aims its hovers by default (TEACH_TEACHER_OPTIONS); 0 flies straight
+    assert ARM.teacher_options([]) == (("aim_error_m", 0.02), ("aim_error_yaw", 0.2))
+    assert ARM.teacher_options(["aim_error_m=0", "aim_error_yaw=0"]) == (
+        ("aim_error_m", 0.0), ("aim_error_yaw", 0.0))
     for bad in (["aim_error_m"], ["nope=1"], ["aim_error_m=x"], ["aim_labels=other"],
                 ["tilts_deg=1"], ["aim_error_m=-1"]):
         with pytest.raises(UserError):
