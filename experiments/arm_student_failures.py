@@ -1,12 +1,14 @@
 """Where does an arm student fail in the simulator: the grasp, the carry or the release?
 
     python experiments/arm_student_failures.py CKPT [--episodes 40] [--camera-pos 0.02]
-        [--camera-rot 3] [--camera-fov 5] [--action-noise 0.01] [--seed 20000]
+        [--camera-rot 3] [--camera-fov 5] [--jitter-only front|wrist] [--action-noise 0.01]
+        [--seed 20000]
 
 Runs the student closed loop (as `student.evaluate.run_episode`: the checkpoint's own
 execution, Gaussian noise on every goal) in `ArmTaskEnv` with the camera randomization
 given here (0 0 0: the datasheet's nominal poses, which asks how much of the failure the
-cameras' pose uncertainty explains). The student sees only `Obs`; this script reads the
+cameras' pose uncertainty explains; --jitter-only CAM keeps the other camera nominal, with
+the same draws for CAM as when both are jittered). The student sees only `Obs`; this script reads the
 simulator's privileged state, for diagnosis only, at the tick the student first commands
 the jaws shut (the gripper goal crossing mid-range downwards): the grasp site's offset
 from the cube centre in the gripper frame (cm; y is the jaws' closing axis, z along the
@@ -28,8 +30,24 @@ import numpy as np
 LIFT_Z = 0.05  # m: cube centre above this = lifted (it rests at 0.015)
 
 
-def _run(args: tuple[str, list[int], tuple[float, float, float], float]) -> list[dict[str, Any]]:
-    ck_path, seeds, cams, noise = args
+def _only(rnd_cls: type, camera: str) -> type:
+    """An ArmRandomization that draws as `rnd_cls` and then zeroes every camera's jitter
+    but `camera`'s (the rng sequence, hence `camera`'s draw, is unchanged)."""
+    import dataclasses
+
+    class Only(rnd_cls):  # type: ignore[misc, valid-type]
+        def sample(self, rng, center, fitted):  # type: ignore[no-untyped-def]
+            d = super().sample(rng, center, fitted)
+            zero = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), 0.0)
+            return dataclasses.replace(d, camera_jitter={
+                k: (v if k == camera else zero) for k, v in d.camera_jitter.items()})
+
+    return Only
+
+
+def _run(args: tuple[str, list[int], tuple[float, float, float], float, str | None]
+         ) -> list[dict[str, Any]]:
+    ck_path, seeds, cams, noise, only = args
     import torch
 
     from realsim.robots.arm.scene import ArmRandomization, ArmTaskEnv
@@ -38,7 +56,8 @@ def _run(args: tuple[str, list[int], tuple[float, float, float], float]) -> list
 
     torch.set_num_threads(1)
     ck = torch.load(ck_path, map_location="cpu", weights_only=True)
-    rnd = ArmRandomization(camera_pos_m=cams[0], camera_rot_deg=cams[1], camera_fov_deg=cams[2])
+    cls = ArmRandomization if only is None else _only(ArmRandomization, only)
+    rnd = cls(camera_pos_m=cams[0], camera_rot_deg=cams[1], camera_fov_deg=cams[2])
     env = ArmTaskEnv(randomization=rnd, **eval_env_kwargs(ck))
     runner = PolicyRunner(model_from_checkpoint(ck), _cfg(ck), None)
     out = []
@@ -75,13 +94,16 @@ def main() -> None:
     ap.add_argument("--camera-pos", type=float, default=0.02, help="m, uniform +-")
     ap.add_argument("--camera-rot", type=float, default=3.0, help="deg, uniform +- per axis")
     ap.add_argument("--camera-fov", type=float, default=5.0, help="deg, uniform +-")
+    ap.add_argument("--jitter-only", choices=("front", "wrist"), default=None,
+                    help="jitter this camera only, the other at its nominal pose")
     ap.add_argument("--action-noise", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=20_000)
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
     seeds = list(range(a.seed, a.seed + a.episodes))
     cams = (a.camera_pos, a.camera_rot, a.camera_fov)
-    jobs = [(a.checkpoint, seeds[i::a.workers], cams, a.action_noise) for i in range(a.workers)]
+    jobs = [(a.checkpoint, seeds[i::a.workers], cams, a.action_noise, a.jitter_only)
+            for i in range(a.workers)]
     with Pool(a.workers) as pool:
         res = sorted((r for part in pool.map(_run, jobs) for r in part), key=lambda r: r["seed"])
     for r in res:
