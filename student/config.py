@@ -18,6 +18,17 @@ from typing import Any
 from realsim.errors import UserError
 from student.robots import ROBOTS, robot_spec
 
+INPUT_MODES = ("rgb", "task_colors", "task_colors_jaws")
+"""rgb: the colour image. task_colors: per pixel, how red (channel 0) and how green
+(channel 1) it is, channel 2 zero: the arm's task is defined by a red cube and a green
+square, and colour keys see them alike in any renderer or room (the simulator's chequered
+table and the emulator's plain one look nothing alike in RGB). task_colors_jaws: the same,
+and channel 2 how achromatic the pixel is (`student.features.JAW_SAT_MAX`, `JAW_VAL_MIN`):
+the gripper's jaws at the bottom of the wrist view, black in the simulator and grey on the emulated arm,
+which the colour keys drop, so that the grasp can be judged against the jaws themselves
+rather than an image whose mount is uncertain by +-2 cm (experiments/arm_jaw_pixels.py)."""
+TASK_COLOR_MODES = ("task_colors", "task_colors_jaws")
+
 EXECUTIONS = ("single_step", "chunk_open_loop", "receding_horizon", "temporal_ensemble")
 CAMERA_W, CAMERA_H = 320, 240
 """The car's camera frame (spec/rc_car.md); `crop_rows` are rows of the robot's frame
@@ -102,9 +113,10 @@ class StudentConfig:
     down to 0.3 m): rows 32..152 keep it and drop the ceiling and the floor under the
     bumper, so 160 px of width cost what 80 px of the whole frame cost."""
     input_mode: str = "rgb"
-    """What each camera pixel becomes (`student.features.INPUT_MODES`): "rgb", or
+    """What each camera pixel becomes (`INPUT_MODES`): "rgb", or
     "task_colors" (how red, how green: the arm's cube and square, alike in the simulator
-    and the emulator, whose renders otherwise differ in every texture)."""
+    and the emulator, whose renders otherwise differ in every texture), or
+    "task_colors_jaws" (and how achromatic: the gripper's jaws in the wrist view)."""
     footprint_floor_px: float = 8.0
     """Least cone area (input pixels at least half covered) at the start that we accept
     without a warning; `realsim.footprint.check_footprint` checks its 5th percentile over
@@ -138,7 +150,8 @@ class StudentConfig:
     blob_moments: bool = False
     """Append each camera's fixed task-colour blob statistics (`student.model.BlobMoments`:
     size, centroid, spread and 4-fold orientation of the red and of the green mask) to its
-    encoder's features; needs input_mode "task_colors". They locate the cube to a fraction
+    encoder's features; needs input_mode "task_colors" (or "task_colors_jaws", then the
+    jaws' mask too). They locate the cube to a fraction
     of an input pixel with no weights to learn; the grid encoder alone stopped 0.3-4 cm
     off the cube."""
     keypoints: int = 32
@@ -296,14 +309,15 @@ class StudentConfig:
         if self.action_weights and (len(self.action_weights) != spec.action_dim
                                     or min(self.action_weights) < 0):
             raise UserError(f"config: action_weights must be {spec.action_dim} weights >= 0")
-        if self.input_mode not in ("rgb", "task_colors"):
-            raise UserError(f"config: input_mode {self.input_mode!r} is not one of rgb, task_colors")
+        if self.input_mode not in INPUT_MODES:
+            raise UserError(f"config: input_mode {self.input_mode!r} is not one of {', '.join(INPUT_MODES)}")
         if self.execution not in EXECUTIONS:
             raise UserError(f"config: execution {self.execution!r} is not one of {', '.join(EXECUTIONS)}")
         if self.encoder not in ENCODERS:
             raise UserError(f"config: encoder {self.encoder!r} is not one of {', '.join(ENCODERS)}")
-        if self.blob_moments and self.input_mode != "task_colors":
-            raise UserError("config: blob_moments needs input_mode task_colors (it reads the colour masks)")
+        if self.blob_moments and self.input_mode not in TASK_COLOR_MODES:
+            raise UserError("config: blob_moments needs input_mode task_colors or task_colors_jaws "
+                            "(it reads the colour masks)")
         if self.encoder == "none" and not self.blob_moments:
             raise UserError("config: encoder none leaves the cameras unread: set blob_moments")
         if self.keypoints < 1:

@@ -26,7 +26,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from student.config import CAMERA_H, CAMERA_W, input_height
+from student.config import CAMERA_H, CAMERA_W, TASK_COLOR_MODES, input_height
 
 FEATURES = ("wheel_speed", "yaw_rate", "accel_x", "accel_y", "vbat")
 """The car's telemetry features."""
@@ -62,31 +62,32 @@ def _decode_flag(width: int, camera_w: int) -> int:
     return cv2.IMREAD_REDUCED_COLOR_2 if camera_w / 2 >= width else cv2.IMREAD_COLOR
 
 
-INPUT_MODES = ("rgb", "task_colors")
-"""rgb: the colour image. task_colors: per pixel, how red (channel 0) and how green
-(channel 1) it is, channel 2 zero: the arm's task is defined by a red cube and a green
-square, and colour keys see them alike in any renderer or room (the simulator's chequered
-table and the emulator's plain one look nothing alike in RGB)."""
+JAW_SAT_MAX = 40  # below this saturation (0..255) a pixel is achromatic: grey, black, white
+JAW_VAL_MIN = 50  # below this value a pixel is black whatever its (unreliable) hue
 
 
-def task_color_masks(bgr: np.ndarray) -> np.ndarray:
+def task_color_masks(bgr: np.ndarray, jaws: bool = False) -> np.ndarray:
     """BGR uint8 (h, w, 3) -> uint8 (h, w, 3): 255 where a pixel is saturated red (channel
-    0) or saturated green (channel 1), else 0; channel 2 is 0. Hue bands are wide (red
-    within 12 of 0/180, green 35..90 on OpenCV's 0..180 scale) so that shading, white
-    balance and JPEG never split an object."""
+    0) or saturated green (channel 1), else 0; channel 2 is 0, or with `jaws` 255 where the
+    pixel is achromatic (saturation < JAW_SAT_MAX or value < JAW_VAL_MIN). Hue bands are
+    wide (red within 12 of 0/180, green 35..90 on OpenCV's 0..180 scale) so that shading,
+    white balance and JPEG never split an object."""
     hsv = cv2.cvtColor(bgr, cv2.COLOR_BGR2HSV)
     h, sat, val = hsv[..., 0], hsv[..., 1], hsv[..., 2]
     vivid = (sat >= 90) & (val >= 40)
     out = np.zeros_like(bgr)
     out[..., 0] = 255 * (vivid & ((h <= 12) | (h >= 168)))
     out[..., 1] = 255 * (vivid & (h >= 35) & (h <= 90))
+    if jaws:
+        out[..., 2] = 255 * ((sat < JAW_SAT_MAX) | (val < JAW_VAL_MIN))
     return out
 
 
 def preprocess_jpeg(jpeg: bytes | np.ndarray, width: int, crop_rows: Sequence[int] | None = None,
                     camera_size: tuple[int, int] = (CAMERA_W, CAMERA_H), mode: str = "rgb") -> np.ndarray:
     """Decode a camera JPEG and cut/resize it to the policy's input. Shape: (h, W, 3) RGB uint8
-    (mode "rgb") or the task-colour masks (mode "task_colors", see `INPUT_MODES`).
+    (mode "rgb") or the task-colour masks (modes "task_colors", "task_colors_jaws", see
+    `student.config.INPUT_MODES`).
 
     h = `input_height(width, crop_rows, camera_size)`. Decodes at a reduced size
     (`_decode_flag`), then crops and area-resizes (the masks are keyed before the resize,
@@ -96,8 +97,8 @@ def preprocess_jpeg(jpeg: bytes | np.ndarray, width: int, crop_rows: Sequence[in
     img = cv2.imdecode(buf, _decode_flag(width, camera_size[0]))
     if img is None:
         raise ValueError("frame is not a decodable JPEG")
-    if mode == "task_colors":
-        img = crop_band(task_color_masks(img), crop_rows, camera_size[1])
+    if mode in TASK_COLOR_MODES:
+        img = crop_band(task_color_masks(img, mode == "task_colors_jaws"), crop_rows, camera_size[1])
         h = input_height(width, crop_rows, camera_size)
         if img.shape[1] != width or img.shape[0] != h:
             img = cv2.resize(img, (width, h), interpolation=cv2.INTER_AREA)

@@ -94,7 +94,7 @@ class BlobMoments(nn.Module):
     """Task-colour masks (B, 3, h, w) in [0, 1] -> (B, 9 M) fixed blob statistics, no weights.
 
     For each of the M = 2 mask channels (`student.features.task_color_masks`: red cube,
-    green square), from the pixel weights p = clamp((mask - 0.1) / 0.9, 0, 1) (training's
+    green square; M = 3 with the jaws' achromatic mask), from the pixel weights p = clamp((mask - 0.1) / 0.9, 0, 1) (training's
     pixel noise stays out): size sqrt(mass / (h w)); presence min(mass / 2 px, 1); then,
     times presence (all 0 where the colour is absent), the centroid (x, y), the standard
     deviations along x and y and their correlation, and the 4-fold orientation (Re, Im
@@ -113,8 +113,11 @@ class BlobMoments(nn.Module):
     channels = 2
     width = 9 * channels
 
-    def __init__(self, h: int, w: int) -> None:
+    def __init__(self, h: int, w: int, channels: int = 2) -> None:
         super().__init__()
+        # 3 with input_mode "task_colors_jaws": the achromatic (jaws) mask's blob as well
+        self.channels = channels
+        self.width = 9 * channels
         self.register_buffer("mean", torch.zeros(self.width))
         self.register_buffer("std", torch.ones(self.width))
         xs = (torch.arange(w, dtype=torch.float32) + 0.5) * (2.0 / w) - 1.0
@@ -162,9 +165,11 @@ class CameraEncoder(nn.Module):
     def __init__(self, cfg: StudentConfig) -> None:
         super().__init__()
         self.net = None if cfg.encoder == "none" else _learned_encoder(cfg)
-        self.moments = BlobMoments(cfg.image_height, cfg.image_width) if cfg.blob_moments else None
+        mask_channels = 3 if cfg.input_mode == "task_colors_jaws" else 2
+        self.moments = (BlobMoments(cfg.image_height, cfg.image_width, mask_channels)
+                        if cfg.blob_moments else None)
         self.width = (0 if self.net is None else cfg.feature_dim) + \
-            (0 if self.moments is None else BlobMoments.width)
+            (0 if self.moments is None else self.moments.width)
 
     def forward(self, img: torch.Tensor) -> torch.Tensor:
         parts = [] if self.net is None else [self.net(img)]

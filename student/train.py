@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
 from realsim.distributed import DistConfig, trainer_kwargs
-from student.config import StudentConfig
+from student.config import TASK_COLOR_MODES, StudentConfig
 from student.dataset import StudentData, load_dataset
 from student.evaluate import EvalResult, Evaluator
 from student.model import StudentPolicy, frames_to_tensor
@@ -126,7 +126,7 @@ def augment(img: torch.Tensor, cfg: StudentConfig, g: torch.Generator | None = N
         return lo + (hi - lo) * torch.rand(b, *shape, generator=g)
 
     x = img.contiguous()  # channels_last is slower for these elementwise/pool ops
-    if cfg.input_mode == "task_colors":  # colour masks: no colours left to jitter, only gains
+    if cfg.input_mode in TASK_COLOR_MODES:  # colour masks: no colours left to jitter, only gains
         x = x * u(1 - cfg.brightness, 1, 3, 1, 1)
     else:
         x = _colour_jitter(x, cfg, u, b)

@@ -103,16 +103,18 @@ def test_front_only_is_a_config_choice(arm_data: Path, tmp_path: Path) -> None:
         load_dataset([front], tiny())
 
 
-@pytest.mark.parametrize("mode", ["task_colors", "rgb"])
+@pytest.mark.parametrize("mode", ["task_colors", "task_colors_jaws", "rgb"])
 def test_arm_runner_preprocesses_exactly_like_training(arm_data: Path, mode: str) -> None:
     """Replay a logged episode tick by tick through PolicyRunner: the same images, telemetry
     features and chunks as the loader's samples (offline == online)."""
     from realsim.logs import LogReader
     from student.policy import PolicyRunner
 
-    cfg = tiny(history=2, execution="single_step", input_mode=mode, blob_moments=mode == "task_colors")
+    cfg = tiny(history=2, execution="single_step", input_mode=mode, blob_moments=mode != "rgb")
     data = load_dataset([arm_data], cfg)
     model = StudentPolicy(cfg).eval()
+    if mode == "task_colors_jaws":  # the jaws' mask has its own blob statistics
+        assert model.encoders[0].moments.width == 27
     model.set_stats(*data.telemetry_stats())
     runner = PolicyRunner(model, cfg)
     with LogReader(arm_data) as r:
@@ -256,6 +258,35 @@ def test_task_colors_key_the_red_cube_and_green_square_in_any_room() -> None:
     assert x[:12, :, :2].max() == 0  # the wall row band: nothing keyed
     with pytest.raises(UserError, match="input_mode"):
         StudentConfig.for_robot("arm", input_mode="hsv")
+
+
+def test_jaws_mode_keys_black_and_grey_jaws_not_the_table_or_task_colours() -> None:
+    """task_colors_jaws: channel 2 holds the achromatic pixels, the simulator's black jaws
+    and the emulated arm's grey ones; the tables (chequered or plain), the red cube and the
+    green square stay out of it, and channels 0 and 1 are task_colors' own."""
+    import cv2
+
+    from student.features import preprocess_jpeg, task_color_masks
+
+    img = np.zeros((480, 640, 3), np.uint8)
+    img[:, :] = (150, 170, 185)  # the emulator's table (BGR)
+    img[::40, :] = (120, 160, 200)  # a chequered stripe, like the simulator's table
+    img[200:260, 100:160] = (20, 20, 216)  # red cube
+    img[380:460, 200:280] = (50, 190, 25)  # green square
+    img[400:480, 20:80] = (25, 25, 25)  # the simulator's black jaw
+    img[400:480, 560:620] = (200, 200, 200)  # the emulated arm's grey jaw
+    m = task_color_masks(img, jaws=True)
+    jaws = m[..., 2] > 0
+    assert jaws[400:480, 20:80].all() and jaws[400:480, 560:620].all()
+    assert jaws.sum() == 2 * 80 * 60  # nothing else: not the tables, the cube, the square
+    np.testing.assert_array_equal(m[..., :2], task_color_masks(img)[..., :2])
+    ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 75])
+    x = preprocess_jpeg(buf.tobytes(), 80, None, (640, 480), "task_colors_jaws")
+    # JPEG's halved chroma leaves a thin desaturated rim around the cube: under half an input
+    # pixel (64 of 255 measured), where a jaw fills whole ones
+    assert x.shape == (60, 80, 3) and x[55:, 3:9, 2].min() > 200 and x[:45, :, 2].max() < 100
+    assert preprocess_jpeg(buf.tobytes(), 80, None, (640, 480), "task_colors")[..., 2].max() == 0
+    StudentConfig.for_robot("arm", input_mode="task_colors_jaws").validate()
 
 
 def test_relative_actions_start_from_the_measured_joints() -> None:
