@@ -6,8 +6,8 @@ The arm student's input (`input_mode: task_colors`) keeps only how red and how g
 pixel is, so the gripper's jaws, which sit at the bottom of the wrist view, are not in it:
 the student cannot see where the jaws are relative to the cube, only where the cube is in
 an image whose mount is uncertain by +-2 cm (spec/arm.md). This measures, before any
-training, whether an "achromatic" key (saturation < 40 or value < 50 on OpenCV's 0..255
-scales) picks out the jaws whatever colour they are drawn: its pixel fraction in the
+training, whether the student's achromatic key (`input_mode: task_colors_jaws`: saturation
+< 40 or value < 50 on OpenCV's 0..255 scales, `student.features.JAW_SAT_MAX`) picks out the jaws whatever colour they are drawn: its pixel fraction in the
 bottom quarter of the wrist frame (the jaws) against the top three quarters (table, cube,
 square), and the table's median saturation and value (the key's margin). Reads any log's
 camera/wrist (teacher data from `realsim teach arm`, deployments from `realsim deploy arm`).
@@ -17,28 +17,27 @@ Prints one line per log.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import cv2
-import h5py
 import numpy as np
 
-SAT_MAX = 40
-VAL_MIN = 50
+from realsim.errors import LogFormatError
+from realsim.logs import LogReader
+from student.features import task_color_masks
 
 
-def band_stats(jpegs: list[bytes]) -> np.ndarray:
-    """Per frame: achromatic fraction (top 3/4, bottom 1/4), median sat and value of the
-    top half. Shape: (F, 4)."""
+def band_stats(frames: list[np.ndarray]) -> np.ndarray:
+    """Per BGR frame: the jaws key's fraction (channel 2 of `task_color_masks(jaws=True)`,
+    the student's own) in the top 3/4 and the bottom 1/4, and the median saturation and
+    value of the top half. Shape: (F, 4)."""
     out = []
-    for b in jpegs:
-        im = cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR)
-        if im is None:
-            raise SystemExit("arm_jaw_pixels: a wrist frame is not a decodable JPEG")
+    for im in frames:
         im = cv2.resize(im, (320, 240), interpolation=cv2.INTER_AREA)
+        key = task_color_masks(im, jaws=True)[..., 2] > 0
         hsv = cv2.cvtColor(im, cv2.COLOR_BGR2HSV)
         s, v = hsv[..., 1], hsv[..., 2]
-        ach = (s < SAT_MAX) | (v < VAL_MIN)
-        out.append((ach[:180].mean(), ach[180:].mean(), np.median(s[:120]), np.median(v[:120])))
+        out.append((key[:180].mean(), key[180:].mean(), np.median(s[:120]), np.median(v[:120])))
     return np.array(out)
 
 
@@ -49,16 +48,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frames", type=int, default=20, help="evenly spaced frames per episode")
     a = ap.parse_args(argv)
     for path in a.logs:
-        with h5py.File(path, "r") as f:
-            eps = list(f["episodes"].keys())[: a.episodes]
-            jpegs = []
-            for k in eps:
-                j = f["episodes"][k]["camera/wrist/jpeg"]
-                for i in np.linspace(0, len(j) - 1, a.frames).astype(int):
-                    jpegs.append(np.asarray(j[i]).tobytes())
-        m = band_stats(jpegs).mean(0)
+        try:
+            with LogReader(path) as r:
+                n = min(a.episodes, len(r))
+                frames = []
+                for k in range(n):
+                    cam = r.episode(k).cameras["wrist"]
+                    for i in np.linspace(0, len(cam) - 1, a.frames).astype(int):
+                        frames.append(cv2.cvtColor(cam.decode(int(i)), cv2.COLOR_RGB2BGR))
+        except (LogFormatError, KeyError, ValueError) as e:
+            print(f"arm_jaw_pixels: {e}", file=sys.stderr)  # names the file
+            return 2
+        m = band_stats(frames).mean(0)
         print(f"{path}: achromatic top 3/4 {m[0]:.3f} bottom 1/4 {m[1]:.3f}; table median "
-              f"sat {m[2]:.0f} val {m[3]:.0f} ({len(jpegs)} frames, {len(eps)} episodes)")
+              f"sat {m[2]:.0f} val {m[3]:.0f} ({len(frames)} frames, {n} episodes)")
     return 0
 
 

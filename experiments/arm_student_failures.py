@@ -8,9 +8,9 @@ Runs the student closed loop (as `student.evaluate.run_episode`: the checkpoint'
 execution, Gaussian noise on every goal) in `ArmTaskEnv` with the camera randomization
 given here (0 0 0: the datasheet's nominal poses, which asks how much of the failure the
 cameras' pose uncertainty explains; --jitter-only CAM keeps the other camera nominal, with
-the same draws for CAM as when both are jittered). The student sees only `Obs`; this script reads the
-simulator's privileged state, for diagnosis only, at the tick the student first commands
-the jaws shut (the gripper goal crossing mid-range downwards): the grasp site's offset
+the same draws for CAM as when both are jittered). The student sees only `Obs`; this
+script reads the simulator's privileged state, for diagnosis only, at the tick the student
+first commands the jaws shut (the gripper goal crossing mid-range downwards): the grasp site's offset
 from the cube centre in the gripper frame (cm; y is the jaws' closing axis, z along the
 fingers, x across the jaws), and whether the cube is ever lifted (centre above 5 cm).
 
@@ -30,12 +30,14 @@ import numpy as np
 LIFT_Z = 0.05  # m: cube centre above this = lifted (it rests at 0.015)
 
 
-def _only(rnd_cls: type, camera: str) -> type:
-    """An ArmRandomization that draws as `rnd_cls` and then zeroes every camera's jitter
-    but `camera`'s (the rng sequence, hence `camera`'s draw, is unchanged)."""
+def _only(camera: str) -> type:
+    """An ArmRandomization that draws as usual and then zeroes every camera's jitter but
+    `camera`'s (the rng sequence, hence `camera`'s draw, is unchanged)."""
     import dataclasses
 
-    class Only(rnd_cls):  # type: ignore[misc, valid-type]
+    from realsim.robots.arm.scene import ArmRandomization
+
+    class Only(ArmRandomization):
         def sample(self, rng, center, fitted):  # type: ignore[no-untyped-def]
             d = super().sample(rng, center, fitted)
             zero = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), 0.0)
@@ -56,7 +58,7 @@ def _run(args: tuple[str, list[int], tuple[float, float, float], float, str | No
 
     torch.set_num_threads(1)
     ck = torch.load(ck_path, map_location="cpu", weights_only=True)
-    cls = ArmRandomization if only is None else _only(ArmRandomization, only)
+    cls = ArmRandomization if only is None else _only(only)
     rnd = cls(camera_pos_m=cams[0], camera_rot_deg=cams[1], camera_fov_deg=cams[2])
     env = ArmTaskEnv(randomization=rnd, **eval_env_kwargs(ck))
     runner = PolicyRunner(model_from_checkpoint(ck), _cfg(ck), None)

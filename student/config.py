@@ -24,8 +24,8 @@ INPUT_MODES = ("rgb", "task_colors", "task_colors_jaws")
 square, and colour keys see them alike in any renderer or room (the simulator's chequered
 table and the emulator's plain one look nothing alike in RGB). task_colors_jaws: the same,
 and channel 2 how achromatic the pixel is (`student.features.JAW_SAT_MAX`, `JAW_VAL_MIN`):
-the gripper's jaws at the bottom of the wrist view, black in the simulator and grey on the emulated arm,
-which the colour keys drop, so that the grasp can be judged against the jaws themselves
+the gripper's jaws at the bottom of the wrist view, black in the simulator and grey on the
+emulated arm, which the colour keys drop, so that the grasp can be judged against the jaws themselves
 rather than an image whose mount is uncertain by +-2 cm (experiments/arm_jaw_pixels.py)."""
 TASK_COLOR_MODES = ("task_colors", "task_colors_jaws")
 

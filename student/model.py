@@ -94,8 +94,8 @@ class BlobMoments(nn.Module):
     """Task-colour masks (B, 3, h, w) in [0, 1] -> (B, 9 M) fixed blob statistics, no weights.
 
     For each of the M = 2 mask channels (`student.features.task_color_masks`: red cube,
-    green square; M = 3 with the jaws' achromatic mask), from the pixel weights p = clamp((mask - 0.1) / 0.9, 0, 1) (training's
-    pixel noise stays out): size sqrt(mass / (h w)); presence min(mass / 2 px, 1); then,
+    green square; M = 3 with the jaws' achromatic mask), from the pixel weights
+    p = clamp((mask - 0.1) / 0.9, 0, 1) (training's pixel noise stays out): size sqrt(mass / (h w)); presence min(mass / 2 px, 1); then,
     times presence (all 0 where the colour is absent), the centroid (x, y), the standard
     deviations along x and y and their correlation, and the 4-fold orientation (Re, Im
     of E[z^4] / E[|z|^4], z the offset from the centroid as a complex number: a square's
@@ -110,7 +110,7 @@ class BlobMoments(nn.Module):
     unscaled (0 % in closed loop after 8 epochs, experiments note in student/config.py).
     """
 
-    channels = 2
+    channels = 2  # the default (task_colors); an instance sets its own
     width = 9 * channels
 
     def __init__(self, h: int, w: int, channels: int = 2) -> None:

@@ -36,8 +36,8 @@ offset shrinks to zero along it) and the aimed data trained worse clones (the fi
 note) while their labels were the aimed goals. With clean labels (the straight plan's goal,
 `aim_labels`) the camera student did better: 1000 episodes gave 72 % against 68 % over 50
 sim scenes (64 % against 62 % on the emulated arm), 80 % against 65 % with exact camera poses
-(6 against 13 of 40 never lifting the cube), so `realsim teach arm` aims by default (teacher.arm_generate.TEACH_TEACHER_OPTIONS);
-this config's own default stays straight.
+(6 against 13 of 40 never lifting the cube), so `realsim teach arm` aims by default
+(teacher.arm_generate.TEACH_TEACHER_OPTIONS); this config's own default stays straight.
 """
 
 from __future__ import annotations
