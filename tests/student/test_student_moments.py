@@ -147,7 +147,7 @@ def test_a_moments_checkpoint_from_before_their_scaling_loads_unscaled() -> None
     ck = checkpoint_dict(StudentPolicy(cfg), cfg, {})
     ck["state_dict"] = {k: v for k, v in ck["state_dict"].items() if ".moments." not in k}
     m = model_from_checkpoint(ck)
-    assert torch.equal(m.encoders[0].moments.std, torch.ones(BlobMoments.width))
+    assert torch.equal(m.encoders[0].moments.std, torch.ones(m.encoders[0].moments.width))
 
 
 def test_training_sets_each_cameras_moment_statistics_from_its_own_frames() -> None:
@@ -169,4 +169,4 @@ def test_training_sets_each_cameras_moment_statistics_from_its_own_frames() -> N
     set_moment_stats(m, data)
     front, wrist = m.encoders[0].moments, m.encoders[1].moments
     assert float(wrist.mean[SIZE]) > 2 * float(front.mean[SIZE]) > 0
-    assert not torch.equal(front.std, torch.ones(BlobMoments.width))
+    assert not torch.equal(front.std, torch.ones(front.width))
