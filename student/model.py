@@ -95,7 +95,8 @@ class BlobMoments(nn.Module):
 
     For each of the M = 2 mask channels (`student.features.task_color_masks`: red cube,
     green square; M = 3 with the jaws' achromatic mask), from the pixel weights
-    p = clamp((mask - 0.1) / 0.9, 0, 1) (training's pixel noise stays out): size sqrt(mass / (h w)); presence min(mass / 2 px, 1); then,
+    p = clamp((mask - 0.1) / 0.9, 0, 1) (training's pixel noise stays out): size
+    sqrt(mass / (h w)); presence min(mass / 2 px, 1); then,
     times presence (all 0 where the colour is absent), the centroid (x, y), the standard
     deviations along x and y and their correlation, and the 4-fold orientation (Re, Im
     of E[z^4] / E[|z|^4], z the offset from the centroid as a complex number: a square's
@@ -109,9 +110,6 @@ class BlobMoments(nn.Module):
     (a cube's size, its spread) to 1 and the MLP head learned next to nothing from them
     unscaled (0 % in closed loop after 8 epochs, experiments note in student/config.py).
     """
-
-    channels = 2  # the default (task_colors); an instance sets its own
-    width = 9 * channels
 
     def __init__(self, h: int, w: int, channels: int = 2) -> None:
         super().__init__()
