@@ -15,7 +15,7 @@ import torch
 from student_helpers import FakeEnv, cone_image, synthetic_log
 
 from student.config import StudentConfig
-from student.dataset import load_dataset
+from student.dataset import _stack, load_dataset
 from student.evaluate import EvalResult, Evaluator, run_episode
 from student.features import TelemetryTracker, telemetry_features
 from student.policy import PolicyRunner, load_checkpoint, model_from_checkpoint, save_checkpoint
@@ -183,6 +183,15 @@ def test_policy_source_acts_from_a_recorder_observation(data_path: Path, tmp_pat
                            "enc_rad": 3.0 + 0.1 * i})
         a = src.act(Observation(t=0.02 * i, telemetry=tlm, frame=(1.0, jpeg)))
         assert a.shape == (2,) and np.all(np.abs(a) <= 1.0) and np.all(np.isfinite(a))
+
+
+def test_frame_stacking_equals_concatenate_and_releases_the_blocks() -> None:
+    rng = np.random.default_rng(0)
+    blocks = [rng.integers(0, 255, (n, 3, 4, 3), dtype=np.uint8) for n in (5, 1, 7)]
+    want = np.concatenate(blocks)
+    got = _stack(list_ := list(blocks))
+    assert np.array_equal(got, want) and got.dtype == np.uint8
+    assert list_ == []  # emptied as it copied: no second full copy alive
 
 
 def test_incremental_features_match_the_loader() -> None:
