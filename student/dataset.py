@@ -17,6 +17,8 @@ One sample per logged command i (time t_i), as the robot saw it then:
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -156,17 +158,34 @@ def _decode_all(jpegs: Sequence[bytes], cfg: StudentConfig) -> np.ndarray:
     return out
 
 
-def _stack(blocks: list[np.ndarray]) -> np.ndarray:
-    """np.concatenate(blocks), emptying `blocks` as it copies: the peak is the frames once
-    plus one block, not twice the frames (2000 arm episodes at 80x60 are ~11 GB of frames;
-    np.concatenate would have held 22 GB at once on a 24 GB machine). Shape: (sum n_i, ...)."""
+def _release_freed_memory() -> None:
+    """Hand the C heap's free pages back to the OS (glibc's malloc_trim; nothing elsewhere).
+    The per-episode frame blocks (a few MB each) live on the heap, and freeing them does
+    not shrink the process: without this, `_stack` held 23.7 GB resident for 11.6 GB of
+    frames (2000 arm episodes, measured) and left no room for the evaluation worker."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _stack(blocks: list[np.ndarray], trim_bytes: int = 256 << 20) -> np.ndarray:
+    """np.concatenate(blocks), emptying `blocks` as it copies and returning the freed memory
+    every `trim_bytes`: the peak is the frames once plus a little, not twice the frames
+    (2000 arm episodes at 80x60 are 11.6 GB of frames on a 24 GB machine). Shape: (sum n_i, ...)."""
     out = np.empty((sum(len(b) for b in blocks), *blocks[0].shape[1:]), blocks[0].dtype)
     blocks.reverse()
-    i = 0
+    i = freed = 0
     while blocks:
         b = blocks.pop()
         out[i:i + len(b)] = b
         i += len(b)
+        freed += b.nbytes
+        del b
+        if freed >= trim_bytes:
+            _release_freed_memory()
+            freed = 0
+    _release_freed_memory()
     return out
 
 
