@@ -329,17 +329,31 @@ def _running_tasks() -> int | None:
         return None
 
 
+def _own_running_threads() -> int:
+    """This process's runnable threads (at least 1: the one asking), from
+    /proc/self/task/*/stat; 1 where there is no /proc. Mid-training, torch's own OpenMP
+    threads may still be spinning when the machine is read: they are not other work."""
+    n = 0
+    for stat in Path("/proc/self/task").glob("*/stat"):
+        try:
+            s = stat.read_text()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+        n += s[s.rfind(")") + 2:s.rfind(")") + 3] == "R"
+    return max(n, 1)
+
+
 def busy_cores(samples: int = 5, interval: float = 0.2) -> float:
     """Cores other processes keep busy now: the median over `samples` readings `interval` s
-    apart of the runnable tasks other than this one; the 1-minute load average where
-    /proc is missing. Not the load average itself: it still reads a job that has just
-    finished (a `realsim teach` right before `train-student`) for a minute or more."""
+    apart of the runnable tasks other than this process's threads; the 1-minute load
+    average where /proc is missing. Not the load average itself: it still reads a job that
+    has just finished (a `realsim teach` right before `train-student`) for a minute or more."""
     counts = []
     for i in range(samples):
         n = _running_tasks()
         if n is None:
             break
-        counts.append(n - 1)
+        counts.append(max(0, n - _own_running_threads()))
         if i + 1 < samples:
             time.sleep(interval)
     if counts:
@@ -359,6 +373,26 @@ def training_threads(asked: int) -> int:
         return asked
     n = os.cpu_count() or 1
     return n if busy_cores() < 0.5 * n else 1
+
+
+class EpochThreads(L.Callback):
+    """For `cfg.threads` 0: re-read the machine (`training_threads`) at every epoch start,
+    not once. A single reading at the start pinned a whole 2000-episode arm run to one
+    thread because a test run happened to hold a core then: 0.43 s a step against 0.18 s
+    with both cores, for the hour the run would have taken."""
+
+    def __init__(self, asked: int, log: Log) -> None:
+        self.asked = asked
+        self.say = log
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.asked > 0 or trainer.world_size > 1:  # DDP ranks would read each other as load
+            return
+        n = training_threads(0)
+        if n != torch.get_num_threads():
+            self.say(f"epoch {trainer.current_epoch + 1}: {n} training thread(s) "
+                     f"(was {torch.get_num_threads()}; other processes' load changed)")
+            torch.set_num_threads(n)
 
 
 # ---------------------------------------------------------------- entry point
@@ -413,7 +447,7 @@ def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfi
     with Evaluator(cfg.eval_workers, env_spec, env_kwargs) as ev:
         sel = ClosedLoopSelection(ev, cfg, out, meta, log, t_start)
         trainer = L.Trainer(max_epochs=cfg.epochs, logger=tb, **trainer_kwargs(dist),
-                            callbacks=[sel], enable_checkpointing=False, enable_progress_bar=False,
+                            callbacks=[EpochThreads(cfg.threads, log), sel], enable_checkpointing=False, enable_progress_bar=False,
                             enable_model_summary=False, log_every_n_steps=20,
                             num_sanity_val_steps=0, deterministic=False)
         with warnings.catch_warnings():

@@ -363,6 +363,7 @@ def test_training_threads_reads_the_machine_now_not_the_last_minute(monkeypatch:
         it = iter(seq)
         monkeypatch.setattr(st, "_running_tasks", lambda: next(it))
 
+    monkeypatch.setattr(st, "_own_running_threads", lambda: 1)
     tasks([1, 1, 2, 1, 1])  # this process alone, one blip of another task
     assert st.busy_cores() == 0.0
     tasks([1, 1, 2, 1, 1])
@@ -372,6 +373,50 @@ def test_training_threads_reads_the_machine_now_not_the_last_minute(monkeypatch:
     tasks([None])  # no /proc: the load average decides
     assert st.training_threads(0) == 1
     assert st.training_threads(3) == 3  # asked for is what you get
+
+
+def test_busy_cores_does_not_count_this_process_s_own_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read mid-training, torch's own spinning threads are runnable tasks too; counted as
+    other work they would make a run drop itself to one thread."""
+    import student.train as st
+
+    monkeypatch.setattr(st.time, "sleep", lambda s: None)
+    monkeypatch.setattr(st, "_running_tasks", lambda: 3)
+    monkeypatch.setattr(st, "_own_running_threads", lambda: 3)  # all three are ours
+    assert st.busy_cores() == 0.0
+    monkeypatch.setattr(st, "_own_running_threads", lambda: 1)  # two are someone else's
+    assert st.busy_cores() == 2.0
+
+
+def test_own_running_threads_reads_this_process() -> None:
+    import student.train as st
+
+    assert 1 <= st._own_running_threads() <= max(1, len(list(Path("/proc/self/task").glob("*"))))
+
+
+def test_training_threads_are_reread_at_every_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A core busy at the start must not pin the whole run to one thread: each epoch start
+    reads the machine again (threads=0), and an explicit thread count is left alone."""
+    from types import SimpleNamespace
+
+    import student.train as st
+
+    said: list[str] = []
+    readings = iter([1, 2, 2])
+    monkeypatch.setattr(st, "training_threads", lambda asked: next(readings))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)  # as the start-time reading left it
+        cb = st.EpochThreads(0, said.append)
+        for epoch in range(3):
+            cb.on_train_epoch_start(SimpleNamespace(current_epoch=epoch, world_size=1), None)
+            assert torch.get_num_threads() == (1 if epoch == 0 else 2)
+        assert len(said) == 1 and "2 training thread(s)" in said[0]
+        st.EpochThreads(1, said.append).on_train_epoch_start(
+            SimpleNamespace(current_epoch=3, world_size=1), None)
+        assert torch.get_num_threads() == 2 and len(said) == 1  # asked for 1: not re-read
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_running_tasks_counts_this_process() -> None:
