@@ -330,3 +330,28 @@ def test_hold_keeps_the_last_action_past_the_end_and_weights_scale_the_loss(arm_
     assert chunk_loss(pred, target, ones, w).item() == pytest.approx(2 / 7)
     with pytest.raises(UserError, match="action_weights"):
         tiny(action_weights=[1, 2])
+
+
+def test_eval_student_script_repeats_the_final_evaluation_longer(tmp_path: Path) -> None:
+    """experiments/eval_student.py: the final evaluation's seeds first, one verdict per
+    episode; a missing or foreign checkpoint is a one-line error with status 2."""
+    import subprocess
+    import sys
+
+    from student.policy import save_checkpoint
+
+    root = Path(__file__).parents[2]
+    script = [sys.executable, str(root / "experiments" / "eval_student.py")]
+    cfg = tiny(eval_seconds=0.3)
+    ck = tmp_path / "s.pt"
+    save_checkpoint(ck, StudentPolicy(cfg), cfg, {"frame_size": [160, 120]})
+    p = subprocess.run([*script, str(ck), "--episodes", "2", "--workers", "0"], cwd=root,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    head, verdicts = p.stdout.strip().splitlines()[-2:]
+    assert head.startswith("success=0.000 episodes=2 first50=0.000 rest=nan") and verdicts == "00"
+    junk = tmp_path / "junk.pt"
+    junk.write_text("not a checkpoint\n")
+    for bad in ([str(tmp_path / "missing.pt")], [str(junk)], [str(ck), "--episodes", "0"]):
+        p = subprocess.run([*script, *bad], cwd=root, capture_output=True, text=True, timeout=120)
+        assert_one_line_error(p, "error:")
