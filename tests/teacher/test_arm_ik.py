@@ -167,3 +167,21 @@ def test_teacher_options_are_typed_and_checked() -> None:
                 ["tilts_deg=1"], ["aim_error_m=-1"]):
         with pytest.raises(UserError):
             ARM.teacher_options(bad)
+
+
+def test_teacher_recovers_from_a_deliberately_missed_close() -> None:
+    """experiments/arm_miss_recovery.py: a first close 3 cm off across the jaws must really
+    miss (else the experiment measures nothing) and the teacher must re-grasp from there
+    (the states a recovery demonstration would visit)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    p = subprocess.run([sys.executable, str(root / "experiments" / "arm_miss_recovery.py"),
+                        "--episodes", "3", "--miss", "0.03", "0.035"],
+                       cwd=root, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    last = dict(kv.split("=", 1) for kv in p.stdout.strip().splitlines()[-1].split())
+    assert float(last["missed"]) >= 2 / 3  # the offset close fails to hold the cube
+    assert float(last["recovered"]) >= 2 / 3 and float(last["success"]) >= 2 / 3
