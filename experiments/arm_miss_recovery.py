@@ -7,10 +7,11 @@ The arm students' failures are mostly a first close 1.5-2.5 cm off across the ja
 which they close again and again without re-aligning (experiments/arm_student_failures.py).
 Before any teacher data demonstrates a recovery from there, the teacher must be shown to
 recover from there (the DAgger lesson: the privileged solver may be undefined off its own
-solution manifold). Here the teacher's first descent is aimed `--miss` m (uniform, either
-side) across the jaws (the gripper frame's x axis at the grasp pose); it closes there, lifts,
-sees (privileged contacts) whether it holds the cube, and retries from scratch as it does
-after any drop (`ArmTeacher._retry`, up to `max_attempts`).
+solution manifold). Here the teacher's own option does it in every episode
+(`TeacherConfig.miss_rate=1`): its first descent is aimed `--miss` m (uniform, either side)
+across the jaws (the gripper frame's x axis at the grasp pose); it closes there, lifts, sees
+(privileged contacts) whether it holds the cube, and retries from scratch as it does after
+any drop (`ArmTeacher._retry`, up to `max_attempts`).
 
 Prints one line per episode and, last, `success=<rate> missed=<rate of first attempts that
 did not hold the cube> recovered=<success rate among those> n=<N> mean_seconds_to_done=<s>`.
@@ -20,39 +21,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 import numpy as np
 
 from realsim.robots.arm.scene import ArmTaskEnv, episode_seed
 from teacher.arm_ik import ArmTeacher, TeacherConfig
-
-
-class MissingTeacher(ArmTeacher):
-    """The teacher with its first descent aimed `miss` m across the jaws."""
-
-    def __init__(self, control_dt: float, miss: tuple[float, float], **kw: Any) -> None:
-        self.miss = miss
-        super().__init__(control_dt, **kw)
-
-    def reset(self, seed: int | None = None) -> None:
-        super().reset(seed)
-        self.shifted = False
-        self.first_attempt_held: bool | None = None
-        if seed is not None:
-            self.miss_rng = np.random.default_rng([int(seed), 0x5EED])
-
-    def act(self, priv: Any) -> np.ndarray:
-        if self.phase == "descend" and self.attempts == 0 and not self.shifted:
-            g = self._plan["grasp"]
-            d = self.miss_rng.uniform(*self.miss) * self.miss_rng.choice([-1.0, 1.0])
-            g["pos"] = g["pos"] + d * g["rot"][:, 0]  # across the jaws, at table height
-            self.shifted = True
-        before = (self.phase, self.attempts)
-        a = super().act(priv)
-        if before == ("lift", 0) and self.first_attempt_held is None and self.phase != "lift":
-            self.first_attempt_held = self.phase == "move"
-        return a
 
 
 def main() -> None:
@@ -63,8 +36,10 @@ def main() -> None:
     ap.add_argument("--action-noise", type=float, default=0.01)
     a = ap.parse_args()
     env = ArmTaskEnv(render=False)
-    tc = TeacherConfig(aim_error_m=0.02, aim_error_yaw=0.2)  # as `realsim teach arm`
-    teacher = MissingTeacher(1.0 / env.control_hz, tuple(a.miss), config=tc)
+    tc = TeacherConfig(aim_error_m=0.02, aim_error_yaw=0.2,  # as `realsim teach arm`
+                       miss_rate=1.0, miss_min_m=a.miss[0], miss_max_m=a.miss[1])
+    tc.check()
+    teacher = ArmTeacher(1.0 / env.control_hz, tc)
     wins, missed, recovered, t_done = 0, 0, 0, []
     t0 = time.time()
     for k in range(a.episodes):
@@ -72,16 +47,19 @@ def main() -> None:
         env.reset(seed)
         teacher.reset(seed)
         rng = np.random.default_rng([seed, 77])  # as student.evaluate.run_episode
-        done_at = None
+        done_at, first_held = None, None
         while not env.done:
+            before = (teacher.phase, teacher.attempts)
             act = teacher.act(env.privileged())
+            if before == ("lift", 0) and first_held is None and teacher.phase != "lift":
+                first_held = teacher.phase == "move"
             if a.action_noise > 0:
                 act = act + a.action_noise * rng.standard_normal(act.shape)
             env.step(np.clip(act, -1.0, 1.0))
             if done_at is None and teacher.finished:
                 done_at = env.t
         ok, score = env.verdict()
-        miss = teacher.first_attempt_held is False
+        miss = first_held is False
         wins += ok
         missed += miss
         recovered += bool(ok and miss)

@@ -156,6 +156,11 @@ def test_teacher_options_are_typed_and_checked() -> None:
     from realsim.errors import UserError
     from teacher.arm_generate import ARM
 
+    with pytest.raises(UserError, match="miss_rate"):
+        ARM.teacher_options(["miss_rate=1.5"])
+    with pytest.raises(UserError, match="miss_min_m"):
+        ARM.teacher_options(["miss_min_m=0.04"])
+    assert ("miss_rate", 0.3) in ARM.teacher_options(["miss_rate=0.3"])
     assert ARM.teacher_options(["aim_error_m=0.03", "aim_labels=aimed", "max_attempts=2"]) == (
         ("aim_error_m", 0.03), ("aim_error_yaw", 0.2), ("aim_labels", "aimed"),
         ("max_attempts", 2))
@@ -185,3 +190,45 @@ def test_teacher_recovers_from_a_deliberately_missed_close() -> None:
     last = dict(kv.split("=", 1) for kv in p.stdout.strip().splitlines()[-1].split())
     assert float(last["missed"]) >= 2 / 3  # the offset close fails to hold the cube
     assert float(last["recovered"]) >= 2 / 3 and float(last["success"]) >= 2 / 3
+
+
+def test_missed_close_is_executed_off_but_labelled_as_the_exact_grasp_with_open_jaws() -> None:
+    """miss_rate=1: the first descent ends across the jaws from the cube and closes there,
+    while the label is the exact descent and then the exact grasp pose with the jaws open
+    (never "close here"); the retry that follows is labelled as executed. miss_rate=0 is
+    the plain teacher, action for action."""
+    from realsim.robots.arm.sim import action_to_goal
+    from teacher.arm_ik import TeacherConfig
+
+    env = ArmTaskEnv(render=False)
+    seed = episode_seed(5, 0)
+    cfg = TeacherConfig(miss_rate=1.0, miss_min_m=0.03, miss_max_m=0.035)
+    teacher = ArmTeacher(1.0 / env.control_hz, cfg)
+    env.reset(seed)
+    teacher.reset(seed)
+    gap = {0: {}, 1: {}}
+    grips: list[tuple[float, float]] = []
+    while not env.done and teacher.attempts < 2 and teacher.phase != "move":
+        phase, attempt = teacher.phase, teacher.attempts
+        a = teacher.act(env.privileged())
+        if attempt < 2:
+            d = gap[attempt]
+            d[phase] = max(d.get(phase, 0.0), float(np.abs(a - teacher.label).max()))
+        if phase == "grasp" and attempt == 0:
+            grips.append((float(action_to_goal(a)[5]), float(action_to_goal(teacher.label)[5])))
+        if phase == "descend" and teacher.phase == "grasp" and attempt == 0:
+            off = teacher._plan["miss"]
+            assert 0.03 <= np.linalg.norm(off) <= 0.035 and abs(off[2]) < 1e-9
+        env.step(a)
+    assert teacher.attempts == 1 and teacher.phase == "move"  # missed, then re-grasped
+    assert gap[0]["descend"] > 1e-3 and gap[0]["lift"] > 1e-3  # the miss is not the label
+    assert grips and all(ex <= 1e-6 and lab >= cfg.open_width - 1e-6 for ex, lab in grips)
+    assert gap[1]["descend"] == 0.0 and gap[1]["grasp"] == 0.0  # the retry: as executed
+    plain, zero = ArmTeacher(1.0 / env.control_hz), ArmTeacher(1.0 / env.control_hz, TeacherConfig(miss_rate=0.0))
+    env.reset(episode_seed(5, 1))
+    plain.reset(episode_seed(5, 1))
+    zero.reset(episode_seed(5, 1))
+    for _ in range(80):
+        a = plain.act(env.privileged())
+        np.testing.assert_array_equal(a, zero.act(env.privileged()))
+        env.step(a)
