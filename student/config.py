@@ -86,8 +86,9 @@ ARM_DEFAULTS: dict[str, Any] = {
     "epochs": 6,  # sized for 2000 teacher episodes (402k samples, 8.3 min an epoch on 2
     #   quiet cores): about the gradient steps of 10 epochs on 1000, over twice the scenes.
     #   2000 episodes, 6 epochs: 24-scene success at epochs 2/4/6 79/96/92 %, epoch 4
-    #   selected, 80 % over 200 fresh scenes (88 % over the first 50), 90 % (45/50)
-    #   emulated; 1000 episodes, 10 epochs: 16-scene 44/88/75/94/88 %, 84 % / 92 % (50 each)
+    #   selected, 80 % over 200 fresh scenes (88 % over the first 50), emulated 90 %
+    #   (45/50, seed 1) and 72 % (36/50, seed 2); 1000 episodes, 10 epochs: 16-scene
+    #   44/88/75/94/88 %, 84 % / 92 % (50 each, seed 1)
     "eval_every": 2,  # one closed-loop evaluation costs ~1-2 min of CPU
     "eval_episodes": 24,  # 12 picked a 25 % epoch that scored 12 % on 50 fresh scenes; 16
     #   picked a 94 % epoch that scored 84 % (the winner's curse of a small sample)
