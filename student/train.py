@@ -339,7 +339,8 @@ def _own_running_threads() -> int:
             s = stat.read_text()
         except OSError:  # the thread ended between the listing and the read
             continue
-        n += s[s.rfind(")") + 2:s.rfind(")") + 3] == "R"
+        i = s.rfind(")")  # the state follows the command name, which may hold ")"
+        n += s[i + 2:i + 3] == "R"
     return max(n, 1)
 
 

@@ -551,6 +551,7 @@ class ArmTeacher:
                     return self._out(joints)
                 P["grasp"] = plan
                 P["miss"] = self._draw_miss(plan)
+                P["close_at"] = plan["pos"] if P["miss"] is None else plan["pos"] + P["miss"]
                 aim = self.aimed_hover(plan, GRASP_POINT)
                 P["aimed"] = aim is not None
                 P["q_aim"] = plan["q_hover"] if aim is None else aim
@@ -573,13 +574,11 @@ class ArmTeacher:
         elif self.phase == "descend":
             g = P["grasp"]
             k = smoothstep(s / cfg.descend_s)
-            miss = P.get("miss")
-            end = g["pos"] if miss is None else g["pos"] + miss
-            pos = g["hover_pos"] + k * (end - g["hover_pos"])
+            pos = g["hover_pos"] + k * (P["close_at"] - g["hover_pos"])
             rot = slerp(g["hover_rot"], g["rot"], k)
             self.q_cmd, _, _ = self.ik.solve(self.q_cmd, GRASP_POINT, pos, rot, iters=15)
             self.grip_cmd = cfg.open_width
-            if miss is not None:  # the label: the exact descent, from its own IK chain
+            if P["miss"] is not None:  # the label: the exact descent, from its own IK chain
                 exact = g["hover_pos"] + k * (g["pos"] - g["hover_pos"])
                 P["q_exact"], _, _ = self.ik.solve(P.get("q_exact", g["q_hover"]), GRASP_POINT,
                                                    exact, rot, iters=15)
@@ -588,18 +587,16 @@ class ArmTeacher:
                 self._enter("grasp")
         elif self.phase == "grasp":
             self.grip_cmd = 0.0
-            if P.get("miss") is not None:  # labelled: to the exact grasp pose, jaws open
+            if P["miss"] is not None:  # labelled: to the exact grasp pose, jaws open
                 self.q_clean, self.grip_clean = P["grasp"]["q"], cfg.open_width
             if s >= cfg.grasp_s:
                 self._enter("lift")
         elif self.phase == "lift":
             g = P["grasp"]
-            miss = P.get("miss")
-            start = g["pos"] if miss is None else g["pos"] + miss
-            if miss is not None:
+            if P["miss"] is not None:
                 self.q_clean, self.grip_clean = g["q"], cfg.open_width
             k = smoothstep(s / cfg.lift_s)
-            pos = start + k * (g["hover_pos"] - start)
+            pos = P["close_at"] + k * (g["hover_pos"] - P["close_at"])
             rot = slerp(g["rot"], g["hover_rot"], k)
             self.q_cmd, _, _ = self.ik.solve(self.q_cmd, GRASP_POINT, pos, rot, iters=15)
             if s >= cfg.lift_s + 0.1:
