@@ -355,3 +355,62 @@ def test_eval_student_script_repeats_the_final_evaluation_longer(tmp_path: Path)
     for bad in ([str(tmp_path / "missing.pt")], [str(junk)], [str(ck), "--episodes", "0"]):
         p = subprocess.run([*script, *bad], cwd=root, capture_output=True, text=True, timeout=120)
         assert_one_line_error(p, "error:")
+
+
+def test_deploy_failure_classes_from_robot_legal_streams(tmp_path: Path) -> None:
+    """experiments/arm_deploy_failures.py tells a cube carried to the square and never let
+    go (jaws shut at the cube's width) from a missed grasp (jaws shut on nothing) and from a
+    release in the wrong place (jaws open), from sensors and commands only; a success, an
+    unjudged episode and an incomplete one are not failures; bad input is a one-line error."""
+    import subprocess
+    import sys
+
+    from realsim.logs import LogWriter
+
+    def episode(w: LogWriter, opening: float, goal: float, success: int, score: float,
+                complete: bool = True) -> None:
+        n = 250  # 10 s at 25 Hz; the arm moves for 4 s, then stays put
+        t = np.arange(n) / 25.0
+        q = np.tile([0.0, 0.9, 0.35, 1.4, 0.0, 0.07], (n, 1))
+        q[:100, 1] += np.linspace(-0.5, 0.0, 100)
+        q[100:, 5] = opening
+        ep = w.begin_episode(driver="policy:s.pt")
+        ep.add_sensor_block(t, t, qpos=q, qvel=np.zeros((n, 6)), load=np.zeros((n, 6)),
+                            voltage=np.full(n, 7.4), temperature=np.full((n, 6), 30.0))
+        a = np.zeros((n, 6), np.float32)
+        a[:, 5] = 2.0 * goal / 0.07 - 1.0
+        ep.add_commands(t, np.arange(n), a)
+        if complete:
+            ep.set_judge(success, score)
+            ep.close(success, score)
+
+    log = tmp_path / "deploy.h5"
+    with LogWriter(log, robot="arm", source="real") as w:
+        episode(w, 0.07, 0.07, 1, 0.01)    # success
+        episode(w, 0.03, 0.0, 0, 0.012)    # carried to the square, never released
+        episode(w, 0.03, 0.0, 0, 0.09)     # held, but away from the square
+        episode(w, 0.0, 0.0, 0, 0.10)      # closed on nothing
+        episode(w, 0.07, 0.07, 0, 0.12)    # let go in the wrong place
+        episode(w, 0.03, 0.0, -1, float("nan"))  # no verdict
+        episode(w, 0.03, 0.0, 0, 0.01, complete=False)  # cut off: not counted
+    root = Path(__file__).parents[2]
+    script = [sys.executable, str(root / "experiments" / "arm_deploy_failures.py")]
+    p = subprocess.run([*script, str(log)], cwd=root, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert lines[-1] == (f"log={log} episodes=6 success=0.167 held=2 (over the square 1) empty=1 "
+                         "open=1 unjudged=1")
+    assert lines[0].startswith("ep_000001 held over the square score=0.012 opening=3.0 cm still=6.")
+    assert lines[1].startswith("ep_000002 held score=0.090")
+    assert lines[2].startswith("ep_000003 empty") and lines[3].startswith("ep_000004 open")
+    z = float(lines[0].rsplit("z=", 1)[1].split()[0])  # cm, the same joints in every episode
+    assert 0.0 < z < 40.0 and all(ln.endswith(f"z={z:.1f} cm") for ln in lines[:4])
+
+    car = tmp_path / "car.h5"
+    with LogWriter(car, robot="rc_car", source="real") as w:
+        w.begin_episode(driver="teleop").close()
+    junk = tmp_path / "junk.h5"
+    junk.write_bytes(b"\x89HDF\r\n garbage")
+    for bad in ([str(tmp_path / "missing.h5")], [str(car)], [str(junk)], [str(log), "--tail", "0"]):
+        p = subprocess.run([*script, *bad], cwd=root, capture_output=True, text=True, timeout=120)
+        assert_one_line_error(p, "error:")
