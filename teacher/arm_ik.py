@@ -301,9 +301,10 @@ class TeacherConfig:
     # "close here"), whatever the close did: contacts at the lift's start do not tell a
     # pinch that holds from one that slips. At 2.5-3.5 cm 10 % of off closes hold anyway
     # and their lift (0.7 s) is labelled "back down, open": a known blemish. On a student,
-    # so far only a confounded look: fine-tuning the 2000-episode student 2 epochs on its
-    # data plus 500 miss_rate=1 episodes gave 79.5 % over 200 sim scenes against its 80 %
-    # (no gain); a from-scratch run with misses mixed in is still to be measured
+    # no gain, so it stays off: fine-tuning the 2000-episode student 2 epochs on its data
+    # plus 500 miss_rate=1 episodes gave 79.5 % over 200 sim scenes against its 80 %; from
+    # scratch on 1500 of those episodes plus the 500 (same defaults), 77 % over the same 200
+    # scenes and 74 % (37/50) on the seed-2 emulated arm against 72 %
     miss_rate: float = 0.0
     miss_min_m: float = 0.025
     miss_max_m: float = 0.035
