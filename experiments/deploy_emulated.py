@@ -26,6 +26,7 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=20.0, help="per episode (arm.md: 20 s)")
     p.add_argument("--seed", type=int, default=1, help="the emulated robot's seed")
     p.add_argument("--reality", help="reality YAML for the emulator (default: its own)")
+    p.add_argument("--dither", help="deploy's --dither (a number or 'eval'; default: the checkpoint's)")
     a = p.parse_args()
     if not Path(a.ckpt).is_file():
         print(f"error: {a.ckpt}: no such checkpoint", file=sys.stderr)
@@ -41,7 +42,8 @@ def main() -> int:
         if emu.control:
             wire += ["--control", emu.control]
         cmd = [sys.executable, "-m", "realsim", "deploy", a.robot, "--policy", a.ckpt, *wire,
-               "--episodes", str(a.episodes), "--seconds", str(a.seconds), "--out", str(out)]
+               "--episodes", str(a.episodes), "--seconds", str(a.seconds), "--out", str(out),
+               *(["--dither", a.dither] if a.dither is not None else [])]
         return subprocess.run(cmd).returncode
 
 

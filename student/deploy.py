@@ -34,7 +34,8 @@ class PolicySource:
     robot's idle action until every camera the policy uses has delivered a frame.
     """
 
-    def __init__(self, checkpoint: str | Path, threads: int = 1, execution: str | None = None) -> None:
+    def __init__(self, checkpoint: str | Path, threads: int = 1, execution: str | None = None,
+                 dither: float | None = None, seed: int = 0) -> None:
         import torch  # here, not at module level: `realsim --help` must not pay for torch
 
         from student.execution import parse_execution
@@ -49,6 +50,15 @@ class PolicySource:
         self.runner = PolicyRunner(model, cfg, ex)
         self.robot = self.runner.cfg.robot
         self.name = f"policy:{checkpoint}"
+        # Gaussian noise on every action sent (normalised units; None: the checkpoint's
+        # deploy_dither), as the closed-loop evaluation that selected it adds noise: the
+        # runner keeps its clean actions, as in sim. Why: StudentConfig.deploy_dither.
+        dither = self.runner.cfg.deploy_dither if dither is None else dither
+        if not (math.isfinite(dither) and dither >= 0):
+            raise UserError(f"deploy: dither must be a number >= 0, not {dither}")
+        self.dither = float(dither)
+        self.seed = seed
+        self._rng = np.random.default_rng([seed, 0])
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -63,6 +73,7 @@ class PolicySource:
 
     def begin(self, episode: int) -> int:
         self.runner.reset()
+        self._rng = np.random.default_rng([self.seed, episode])
         return -1
 
     def act(self, obs: Any) -> np.ndarray:
@@ -71,7 +82,10 @@ class PolicySource:
         if not isinstance(frames, dict):
             frames = {self.runner.cfg.cameras[0]: obs.frame}
         t_host = float(getattr(tlm, "t_host", math.nan)) if tlm is not None else math.nan
-        return self.runner.act(tlm, frames, t_host=t_host)
+        a = self.runner.act(tlm, frames, t_host=t_host)
+        if self.dither > 0:
+            a = np.clip(a + self.dither * self._rng.standard_normal(a.shape), -1.0, 1.0)
+        return a
 
     def close(self) -> None:
         pass
@@ -94,6 +108,10 @@ def add_deploy_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--execution", default=None, metavar="STRATEGY",
                    help="how predicted chunks are executed, instead of the checkpoint's own: "
                         "single_step, chunk_open_loop, receding_horizon:N, temporal_ensemble[:M]")
+    p.add_argument("--dither", default=None, metavar="SIGMA",
+                   help="Gaussian noise added to every action sent (normalised units), or 'eval' "
+                        "for the checkpoint's eval_action_noise, the noise its selection was "
+                        "measured under (default: the checkpoint's deploy_dither; the arm's 0.01)")
 
 
 def judged_success(path: str | Path, names: list[str]) -> tuple[int, int]:
@@ -112,11 +130,12 @@ def judged_success(path: str | Path, names: list[str]) -> tuple[int, int]:
 
 def deploy(policy: str | Path, port: str, camera: str, episodes: int, out: str | Path, *,
            robot: str = "rc_car", seconds: float | None = None, rate: float | None = None,
-           control: str | None = None, execution: str | None = None) -> tuple[list[str], int, int]:
+           control: str | None = None, execution: str | None = None,
+           dither: float | None = None) -> tuple[list[str], int, int]:
     """Record `episodes` episodes of the policy on the robot at `port`/`camera` (and the
     arm's `control` port) into `out`. seconds, rate: None for the robot's task window and
     the policy's control rate. execution: a `student.execution.parse_execution` spec
-    that replaces the checkpoint's strategy (None: its own).
+    that replaces the checkpoint's strategy (None: its own). dither: `PolicySource`'s.
 
     Returns (episode names, successes, judged episodes) from the JDG verdicts.
     """
@@ -125,7 +144,7 @@ def deploy(policy: str | Path, port: str, camera: str, episodes: int, out: str |
     spec = robot_spec(robot)
     seconds = spec.seconds if seconds is None else seconds
     rate = spec.control_hz if rate is None else rate
-    source = PolicySource(policy, execution=execution)
+    source = PolicySource(policy, execution=execution, dither=dither)
     if source.robot != robot:
         raise UserError(f"{policy}: a policy for {source.robot}, not {robot}")
     if robot == "arm":
@@ -163,6 +182,24 @@ def deploy(policy: str | Path, port: str, camera: str, episodes: int, out: str |
     return names, wins, judged
 
 
+def _dither(value: str | None, policy: str | Path) -> float | None:
+    """`--dither`: a number >= 0, 'eval' for the checkpoint's eval_action_noise, None for
+    its deploy_dither."""
+    if value is None:
+        return None
+    if value == "eval":
+        from student.policy import load_checkpoint
+
+        return float(load_checkpoint(Path(policy))[1].eval_action_noise)
+    try:
+        sigma = float(value)
+    except ValueError:
+        raise UserError(f"deploy: --dither must be a number >= 0 or 'eval', not {value!r}") from None
+    if not (math.isfinite(sigma) and sigma >= 0):
+        raise UserError(f"deploy: --dither must be a number >= 0 or 'eval', not {value!r}")
+    return sigma
+
+
 def cmd_deploy(a: argparse.Namespace) -> int:
     """Run the policy for N episodes on the robot, record them, print the JDG success rate last."""
     from student.robots import robot_spec
@@ -173,9 +210,10 @@ def cmd_deploy(a: argparse.Namespace) -> int:
         raise UserError("deploy: --episodes, --seconds and --rate must be positive")
     if not Path(a.policy).is_file():
         raise UserError(f"no such file: {a.policy}")
+    dither = _dither(getattr(a, "dither", None), a.policy)
     names, wins, judged = deploy(a.policy, a.port, a.camera, a.episodes, a.out, robot=a.robot,
                                  seconds=a.seconds, rate=a.rate, control=getattr(a, "control", None),
-                                 execution=getattr(a, "execution", None))
+                                 execution=getattr(a, "execution", None), dither=dither)
     print(f"recorded {len(names)} episodes into {a.out}", file=sys.stderr)
     rate = f"{wins / judged:.3f}" if judged else "unknown"
     print(f"episodes={len(names)} judged={judged} success={rate}")

@@ -44,6 +44,48 @@ def test_deploy_rejects_bad_input(tmp_path: Path) -> None:
         a.execution = bad  # chunk_len 5: n = 9 does not fit
         with pytest.raises(UserError, match="--execution"):
             cmd_deploy(a)
+    a.execution = None
+    for bad in ("loud", "-0.1", "nan"):
+        a.dither = bad
+        with pytest.raises(UserError, match="--dither"):
+            cmd_deploy(a)
+
+
+def test_deploy_dither_adds_seeded_noise_to_what_is_sent_only(tmp_path: Path) -> None:
+    """`--dither SIGMA`: Gaussian noise of that size on every action sent, clipped to
+    [-1, 1], the same draws for the same episode; the runner's own (clean) action is left
+    alone, as the closed-loop evaluation does; 0 sends the policy's action unchanged;
+    'eval' reads the checkpoint's eval_action_noise."""
+    import numpy as np
+
+    from student.deploy import PolicySource, _dither
+
+    ck = _ckpt(tmp_path)
+    clean = np.array([0.2, 0.99])
+
+    def actions(sigma: float, episode: int, n: int = 400) -> np.ndarray:
+        src = PolicySource(ck, dither=sigma)
+        src.runner.act = lambda *_, **__: clean.copy()  # the policy's action, fixed
+        src.begin(episode)
+        return np.array([src.act(argparse.Namespace(telemetry=None, frame=None)) for _ in range(n)])
+
+    assert np.array_equal(actions(0.0, 0), np.tile(clean, (400, 1)))
+    a = actions(0.05, 3)
+    assert np.array_equal(a, actions(0.05, 3)) and not np.array_equal(a, actions(0.05, 4))
+    assert abs(float(np.std(a[:, 0] - clean[0])) - 0.05) < 0.01 and abs(float(np.mean(a[:, 0]) - 0.2)) < 0.01
+    assert a[:, 1].max() == 1.0 and (a[:, 1] < 0.99).any()  # clipped at the limit, both ways
+    with pytest.raises(UserError, match="dither"):
+        PolicySource(ck, dither=-1.0)
+    from student.policy import load_checkpoint
+
+    assert _dither("eval", ck) == load_checkpoint(ck)[1].eval_action_noise > 0
+    assert _dither("0.02", ck) == 0.02 and _dither(None, ck) is None
+    assert PolicySource(ck).dither == load_checkpoint(ck)[1].deploy_dither == 0.0  # the car's
+    from student.config import StudentConfig
+
+    assert StudentConfig.for_robot("arm").deploy_dither > 0
+    with pytest.raises(UserError, match="deploy_dither"):
+        StudentConfig(deploy_dither=-0.01).validate()
 
 
 def test_deploy_execution_replaces_the_checkpoints_strategy(tmp_path: Path) -> None:
