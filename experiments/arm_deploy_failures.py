@@ -38,7 +38,6 @@ from realsim.logs import LogReader
 from realsim.robots.arm import constants as C
 
 STILL_RAD = 0.05  # rad: arm joints this close to their final position count as still
-SQUARE_HALF = 0.04  # m, half the green square's side (spec/arm.md: 0.08 m)
 
 
 def classify(qpos: np.ndarray, t: np.ndarray, grip_goal: np.ndarray, tail_s: float) -> tuple[str, float]:
@@ -93,7 +92,7 @@ def summarize(path: str, tail_s: float, out=sys.stdout) -> dict[str, int]:  # no
             goal = (ep.command["action"][:, 5] + 1.0) * 0.5 * C.GRIPPER_MAX
             kind, still = classify(ep.sensors["qpos"], ep.sensors.t, goal, tail_s)
             counts[kind] += 1
-            over = kind == "held" and ep.score <= SQUARE_HALF
+            over = kind == "held" and ep.score <= C.TARGET_SIZE / 2
             counts["over"] += int(over)
             print(f"{name} {kind}{' over the square' if over else ''} score={ep.score:.3f} "
                   f"opening={np.median(ep.sensors['qpos'][-5:, 5]) * 100:.1f} cm still={still:.1f} s "
