@@ -10,6 +10,8 @@
   evaluation (`student.evaluate`) and keeps the checkpoint with the highest
   success. The validation loss is logged to TensorBoard next to it, and never
   picks a model: it once picked the wrong ones.
+- `EmaWeights`: with `ema_decay` > 0, an exponential moving average of the weights
+  (torch's `AveragedModel`) is what validation, selection and the checkpoint see.
 - `train_student(...)`: the whole of `realsim train-student`.
 """
 
@@ -27,6 +29,7 @@ import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.optim.swa_utils import AveragedModel
 from torch.utils.data import DataLoader, Dataset
 
 from realsim.distributed import DistConfig, trainer_kwargs
@@ -172,6 +175,13 @@ class StudentModule(L.LightningModule):
         self.steps_per_epoch = steps_per_epoch
         self.gen = torch.Generator().manual_seed(cfg.seed + 1)
         self.weights = torch.tensor(cfg.action_weights) if cfg.action_weights else None
+        self.ema: EmaWeights | None = None  # set by the EmaWeights callback
+
+    @property
+    def eval_policy(self) -> StudentPolicy:
+        """The weights validation, selection and the checkpoint use: the moving average
+        when `EmaWeights` keeps one, else the trained weights."""
+        return self.ema.policy if self.ema is not None else self.policy
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.policy(batch["img"], batch["tel"], batch["past"])
@@ -184,7 +194,7 @@ class StudentModule(L.LightningModule):
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], _: int) -> None:
-        pred = self(batch)
+        pred = self.eval_policy(batch["img"], batch["tel"], batch["past"])
         loss = chunk_loss(pred, batch["chunk"], batch["mask"], self.weights)
         self.log("val_loss", loss, prog_bar=True, batch_size=len(batch["chunk"]))
         self.log("val_loss_first", (pred[:, 0] - batch["chunk"][:, 0]).abs().mean(),
@@ -196,6 +206,48 @@ class StudentModule(L.LightningModule):
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=self.cfg.lr, total_steps=total + 1,
                                                     pct_start=0.1)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+# ---------------------------------------------------------------- weight averaging
+def ema_weight(decay: float, n: int) -> float:
+    """Weight of the newest weights in the average after `n` earlier updates: 1 - the
+    warmed-up decay min(decay, (1 + n) / (4 + n)). The average then reaches back about a
+    third of the steps taken (1 / (1 - decay) steps at most), so the first steps' weights
+    fade instead of lingering."""
+    return 1.0 - min(decay, (1.0 + n) / (4.0 + n))
+
+
+class EmaWeights(L.Callback):
+    """An exponential moving average of the policy's weights, updated after every optimizer
+    step (torch.optim.swa_utils.AveragedModel; buffers, i.e. the telemetry statistics,
+    are copied, not averaged). `StudentModule.eval_policy` is then the average."""
+
+    def __init__(self, decay: float) -> None:
+        self.decay = float(decay)
+        self.avg: AveragedModel | None = None
+        self._step = -1
+
+    def _update(self, avg: list[torch.Tensor], new: list[torch.Tensor], n: torch.Tensor) -> None:
+        w = ema_weight(self.decay, int(n))
+        for a, b in zip(avg, new, strict=True):
+            a.lerp_(b, w)
+
+    @property
+    def policy(self) -> StudentPolicy:
+        assert self.avg is not None, "EmaWeights: used before setup"
+        return self.avg.module  # type: ignore[return-value]
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        assert isinstance(pl_module, StudentModule)
+        self.avg = AveragedModel(pl_module.policy, multi_avg_fn=self._update, use_buffers=False)
+        self.avg.module.eval()
+        pl_module.ema = self
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *_: Any) -> None:
+        if trainer.global_step > self._step:  # once per optimizer step
+            assert isinstance(pl_module, StudentModule) and self.avg is not None
+            self.avg.update_parameters(pl_module.policy)
+            self._step = trainer.global_step
 
 
 # ---------------------------------------------------------------- selection
@@ -233,7 +285,8 @@ class ClosedLoopSelection(L.Callback):
         val = float(m["val_loss"]) if "val_loss" in m else math.nan
         tr = float(m["train_loss_epoch"]) if "train_loss_epoch" in m else math.nan
         meta = {**self.meta, "epoch": epoch, "val_loss": val, "train_loss": tr}
-        ck = checkpoint_dict(pl_module.policy, self.cfg, meta)
+        policy = pl_module.eval_policy
+        ck = checkpoint_dict(policy, self.cfg, meta)
         t0 = time.monotonic()
         res = self.ev.evaluate(ck, self.cfg.eval_episodes, self.cfg.eval_seed,
                                action_noise=self.cfg.eval_action_noise, seconds=self.cfg.eval_seconds)
@@ -245,7 +298,7 @@ class ClosedLoopSelection(L.Callback):
                "episodes": len(res.episodes)}
         if self.cfg.keep_all:
             p = self.out.with_name(f"{self.out.stem}_epoch{epoch:03d}{self.out.suffix}")
-            save_checkpoint(p, pl_module.policy, self.cfg, {**meta, "sim_success": res.success_rate})
+            save_checkpoint(p, policy, self.cfg, {**meta, "sim_success": res.success_rate})
             rec["checkpoint"] = str(p)
         self.history.append(rec)
         better = res.success_rate >= self.best
@@ -253,7 +306,7 @@ class ClosedLoopSelection(L.Callback):
                  f"[{time.monotonic() - t0:.0f} s]{'  <- best' if better else ''}")
         if better:
             self.best, self.best_epoch = res.success_rate, epoch
-            save_checkpoint(self.out, pl_module.policy, self.cfg,
+            save_checkpoint(self.out, policy, self.cfg,
                             {**meta, "sim_success": res.success_rate,
                              "selection_episodes": len(res.episodes)})
 
@@ -447,8 +500,11 @@ def train_student(data: Sequence[str | Path], out: str | Path, cfg: StudentConfi
     tb = TensorBoardLogger(str(tb_dir or out.parent / f"{out.stem}_tb"), name="", version="")
     with Evaluator(cfg.eval_workers, env_spec, env_kwargs) as ev:
         sel = ClosedLoopSelection(ev, cfg, out, meta, log, t_start)
+        callbacks: list[L.Callback] = [EpochThreads(cfg.threads, log), sel]
+        if cfg.ema_decay > 0:
+            callbacks.insert(0, EmaWeights(cfg.ema_decay))  # updated before selection reads it
         trainer = L.Trainer(max_epochs=cfg.epochs, logger=tb, **trainer_kwargs(dist),
-                            callbacks=[EpochThreads(cfg.threads, log), sel], enable_checkpointing=False, enable_progress_bar=False,
+                            callbacks=callbacks, enable_checkpointing=False, enable_progress_bar=False,
                             enable_model_summary=False, log_every_n_steps=20,
                             num_sanity_val_steps=0, deterministic=False)
         with warnings.catch_warnings():

@@ -426,3 +426,48 @@ def test_running_tasks_counts_this_process() -> None:
     if not Path("/proc/loadavg").exists():
         pytest.skip("no /proc")
     assert n is not None and n >= 1
+
+
+def test_ema_weight_warms_up_then_holds_the_decay() -> None:
+    from student.train import ema_weight
+
+    assert ema_weight(0.999, 0) == pytest.approx(0.75)  # the first steps fade fast
+    assert ema_weight(0.999, 2) == pytest.approx(3 / 6)
+    assert ema_weight(0.999, 10_000) == pytest.approx(1e-3)  # then the decay itself
+    assert ema_weight(0.0, 5) == 1.0  # decay 0: the newest weights alone
+
+
+def test_ema_checkpoint_is_the_moving_average_not_the_last_weights(data_path: Path, tmp_path: Path) -> None:
+    """With ema_decay the selected checkpoint holds the average the callback kept, which
+    differs from the trained weights; without it, the trained weights themselves."""
+    from student.train import EmaWeights
+
+    cfg = tiny_cfg(epochs=2, eval_every=2, ema_decay=0.9, final_eval_episodes=0)
+    seen: dict[str, object] = {}
+
+    class Spy(L.Callback):
+        def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+            assert isinstance(pl_module, StudentModule)
+            seen["ema"] = pl_module.ema
+            seen["raw"] = {k: v.clone() for k, v in pl_module.policy.state_dict().items()}
+            seen["avg"] = {k: v.clone() for k, v in pl_module.eval_policy.state_dict().items()}
+
+    import student.train as T
+
+    orig = T.EpochThreads
+    T.EpochThreads = lambda *a: Spy()  # type: ignore[assignment,misc]
+    try:
+        train_student([data_path], tmp_path / "e.pt", cfg, env_spec=FAKE_ENV, log=lambda m: None,
+                      final_eval=False)
+    finally:
+        T.EpochThreads = orig  # type: ignore[misc]
+    assert isinstance(seen["ema"], EmaWeights)
+    raw, avg = seen["raw"], seen["avg"]
+    saved = torch.load(tmp_path / "e.pt", weights_only=True)["state_dict"]
+    conv = next(k for k in raw if k.endswith("weight") and raw[k].ndim == 4)
+    assert not torch.allclose(raw[conv], avg[conv]), "the average differs from the last weights"
+    assert torch.equal(saved[conv], avg[conv]), "the checkpoint holds the average"
+    assert torch.equal(saved["tel_mean"], raw["tel_mean"]), "statistics copied, not averaged"
+
+    with pytest.raises(Exception, match="ema_decay"):
+        tiny_cfg(ema_decay=1.0)
