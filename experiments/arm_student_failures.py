@@ -16,7 +16,8 @@ fingers, x across the jaws), and whether the cube is ever lifted (centre above 5
 
 Prints one line per episode, then
 `success=<rate> lifted=<rate> success|lifted=<rate> never_lifted=<n>` and the mean
-absolute first-close offset (cm) per gripper axis, over failures and successes apart.
+absolute first-close offset (cm) per gripper axis, over failures and successes apart,
+then `by_reach`: the same by the cube's start distance from the base (x, in quarters).
 """
 
 from __future__ import annotations
@@ -83,9 +84,34 @@ def _run(args: tuple[str, list[int], tuple[float, float, float], float, str | No
             obs = env.step(np.clip(a, -1.0, 1.0))
         success, score = env.verdict()
         out.append({"seed": seed, "success": int(success), "score_cm": 100 * score,
+                    "cube_xy": [round(float(v), 4) for v in env.scene.cube_xy],
                     "lifted": lifted, "closes": closes,
                     "first_close_cm": None if first is None else (100 * first).round(1).tolist()})
     env.close()
+    return out
+
+
+REACH_BINS = (0.15, 0.1875, 0.225, 0.2625, 0.30)
+"""Cube start x (m, forward from the base) bins of `by_reach`: the task area's 0.15-0.30 in
+quarters (spec/arm.md). The far quarter needs the tilted grasps (`teacher.arm_ik`)."""
+
+
+def by_reach(res: list[dict[str, Any]], edges: tuple[float, ...] = REACH_BINS) -> list[str]:
+    """One line per cube-start-x bin: episodes, success, lifted, never closed (the jaws
+    never commanded shut). Why: the 2000-episode students lose the far quarter most."""
+    out = []
+    for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+        last = i == len(edges) - 2
+        rs = [r for r in res if lo <= r["cube_xy"][0] < hi or (last and r["cube_xy"][0] == hi)]
+        if not rs:
+            out.append(f"cube x {lo:.3f}-{hi:.3f} m: n=0")
+            continue
+        n = len(rs)
+        succ = sum(r["success"] for r in rs) / n
+        lift = sum(bool(r["lifted"]) for r in rs) / n
+        never = sum(r["closes"] == 0 for r in rs)
+        out.append(f"cube x {lo:.3f}-{hi:.3f} m: n={n} success={succ:.2f} lifted={lift:.2f} "
+                   f"never_closed={never}")
     return out
 
 
@@ -122,6 +148,8 @@ def main() -> None:
             x, y, z = np.abs(e).mean(0)
             print(f"{name}: mean |first-close offset| x (across jaws) {x:.1f} cm, "
                   f"y (closing axis) {y:.1f} cm, z (along fingers) {z:.1f} cm, n={len(e)}")
+    for line in by_reach(res):
+        print(line)
 
 
 if __name__ == "__main__":

@@ -414,3 +414,25 @@ def test_deploy_failure_classes_from_robot_legal_streams(tmp_path: Path) -> None
     for bad in ([str(tmp_path / "missing.h5")], [str(car)], [str(junk)], [str(log), "--tail", "0"]):
         p = subprocess.run([*script, *bad], cwd=root, capture_output=True, text=True, timeout=120)
         assert_one_line_error(p, "error:")
+
+
+def test_student_failures_by_reach_counts_each_bin() -> None:
+    """experiments/arm_student_failures.py's per-reach summary puts each episode in its
+    cube-x bin (the far edge included in the last), and counts never-closed episodes."""
+    import importlib.util
+
+    root = Path(__file__).parents[2]
+    spec = importlib.util.spec_from_file_location("asf", root / "experiments" / "arm_student_failures.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def r(x: float, success: int, lifted: bool, closes: int) -> dict:
+        return {"cube_xy": [x, 0.0], "success": success, "lifted": lifted, "closes": closes}
+
+    res = [r(0.16, 1, True, 1), r(0.17, 0, False, 2), r(0.29, 0, False, 0), r(0.30, 1, True, 1)]
+    lines = mod.by_reach(res)
+    assert len(lines) == 4
+    assert lines[0] == "cube x 0.150-0.188 m: n=2 success=0.50 lifted=0.50 never_closed=0"
+    assert lines[1] == "cube x 0.188-0.225 m: n=0" and lines[2] == "cube x 0.225-0.263 m: n=0"
+    assert lines[3] == "cube x 0.263-0.300 m: n=2 success=0.50 lifted=0.50 never_closed=1"
