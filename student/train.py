@@ -134,11 +134,18 @@ def augment(img: torch.Tensor, cfg: StudentConfig, g: torch.Generator | None = N
     else:
         x = _colour_jitter(x, cfg, u, b)
     x = x.clamp(0, 1)
-    # geometry: a small random shift (camera mounting, pitch)
-    if cfg.shift_px > 0:
+    # geometry: a small random shift, roll and scale (camera mounting, pitch, field of view)
+    if cfg.shift_px > 0 or cfg.rotate_deg > 0 or cfg.zoom > 0:
         h, w = x.shape[2:]
+        # drawn only when on: the car's (shift-only) random stream stays as it was
+        ang = u(-1, 1) * math.radians(cfg.rotate_deg) if cfg.rotate_deg > 0 else torch.zeros(b)
+        # the grid samples the source: zooming in samples a smaller area
+        inv = 1.0 / u(1 - cfg.zoom, 1 + cfg.zoom) if cfg.zoom > 0 else torch.ones(b)
+        c, s = torch.cos(ang) * inv, torch.sin(ang) * inv
         theta = torch.zeros(b, 2, 3)
-        theta[:, 0, 0] = theta[:, 1, 1] = 1
+        # a rotation in pixels, in affine_grid's [-1, 1] x [-1, 1] coordinates (w != h)
+        theta[:, 0, 0], theta[:, 0, 1] = c, -s * h / w
+        theta[:, 1, 0], theta[:, 1, 1] = s * w / h, c
         theta[:, 0, 2] = u(-1, 1) * 2 * cfg.shift_px / w
         theta[:, 1, 2] = u(-1, 1) * 2 * cfg.shift_px / h
         grid = F.affine_grid(theta, list(x.shape), align_corners=False)
