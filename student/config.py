@@ -272,7 +272,7 @@ class StudentConfig:
     Within the noise either way, so not a default."""
     zoom: float = 0.0
     """Random scale, +- fraction about the image centre: the lens' field of view and the
-    mount's distance. 0: off (the car)."""
+    mount's distance. 0: off (the car and the arm; measured with rotate_deg, see there)."""
     noise_std: float = 0.03
     """Pixel noise, on 0..1 images."""
     blur_prob: float = 0.2

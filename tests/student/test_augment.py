@@ -83,7 +83,7 @@ def test_bad_geometry_is_a_config_error(kw):
 
 
 def test_rotation_matrix_sign_is_a_turn_not_a_shear():
-    # 90 deg-ish turns must move a dot right of centre to below or above it, not sideways
+    # turns of up to 45 deg must move a dot right of the centre well above or below its row
     img = _dot_image(64, 30, 60)
     out = augment(img, _geometry_only(rotate_deg=45.0), torch.Generator().manual_seed(4))
     p = _centroid(out)
