@@ -91,9 +91,12 @@ class ArmTeach:
             if isinstance(d[f.name], list):
                 d[f.name] = tuple(d[f.name])
         try:
-            return dataclasses.asdict(ArmRandomization(**d))  # tuples stay tuples
-        except TypeError as e:
+            out = dataclasses.asdict(ArmRandomization(**d))  # tuples stay tuples
+        except (TypeError, ValueError) as e:
             raise UserError(f"arm randomization: {e}") from None
+        if out["reach_weight"] == 1.0:  # the default stays out of the run's digest, so logs
+            del out["reach_weight"]  # written before the field existed still resume
+        return out
 
     def load_params(self, path: str) -> dict[str, Any]:
         from realsim.robots.arm.params import ArmParams

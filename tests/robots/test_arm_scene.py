@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -133,6 +134,56 @@ def test_sample_scene_rules() -> None:
         assert math.dist(s.cube_xy, s.target_xy) >= task.MIN_SEPARATION
         assert not task.inside(s.cube_xy, s.target_xy)
         assert -math.pi <= s.cube_yaw <= math.pi
+
+
+def test_sample_scene_reach_weight() -> None:
+    """reach_weight reweights cube starts by distance from the base as `reach_density` says;
+    1 (the task's and every evaluation's) draws nothing extra, so a seed's layout is the
+    uniform sampler's."""
+    rng, ref = np.random.default_rng(5), np.random.default_rng(5)
+    s = task.sample_scene(rng, 1.0)
+    assert s.cube_xy == (float(ref.uniform(*task.AREA_X)), float(ref.uniform(*task.AREA_Y)))
+
+    def radii(w: float) -> np.ndarray:
+        g = np.random.default_rng(11)
+        out = []
+        for _ in range(3000):
+            sc = task.sample_scene(g, w)
+            for xy in (sc.cube_xy, sc.target_xy):
+                assert task.AREA_X[0] <= xy[0] <= task.AREA_X[1]
+                assert task.AREA_Y[0] <= xy[1] <= task.AREA_Y[1]
+            assert math.dist(sc.cube_xy, sc.target_xy) >= task.MIN_SEPARATION
+            out.append(math.hypot(*sc.cube_xy))
+        return np.array(out)
+
+    uni, far = radii(1.0), radii(3.0)
+    lo, hi = task.REACH_RAMP
+
+    def ratio(r: np.ndarray) -> float:  # density beyond the ramp over density inside it
+        return float(np.mean(r >= hi) / np.mean(r <= lo))
+
+    # the weighted sampler's ratio is the uniform one's times reach_density's (3 / 1)
+    assert ratio(far) / ratio(uni) == pytest.approx(3.0, rel=0.3)
+    assert np.mean(far >= 0.25) > np.mean(uni >= 0.25) + 0.1
+    with pytest.raises(ValueError, match="reach_weight"):
+        task.sample_scene(rng, 0.0)
+    with pytest.raises(ValueError, match="reach_weight"):
+        ArmRandomization(reach_weight=-1.0)
+
+
+def test_env_reset_uses_the_randomizations_reach_weight() -> None:
+    def mean_reach(rand: ArmRandomization) -> float:
+        env = ArmTaskEnv(render=False, randomization=rand)
+        r = []
+        for k in range(40):
+            env.reset(k)
+            assert env.scene is not None
+            r.append(math.hypot(*env.scene.cube_xy))
+        env.close()
+        return float(np.mean(r))
+
+    base = ArmRandomization(physics=False, camera_pos_m=0.0, camera_rot_deg=0.0, camera_fov_deg=0.0)
+    assert mean_reach(dataclasses.replace(base, reach_weight=4.0)) > mean_reach(base) + 0.01
 
 
 def test_judge_success_rule() -> None:

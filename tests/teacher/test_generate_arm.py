@@ -13,6 +13,7 @@ from realsim.errors import UserError
 from realsim.logs import LogReader, LogWriter
 from realsim.residual import ResidualConfig, ResidualNet, save_residual
 from realsim.robots.arm.params import ArmParams
+from teacher.arm_generate import ArmTeach
 from teacher.cli import add_teach_arguments, cmd_teach
 from teacher.generate import TeachConfig, generate_episode, teach
 from tests.conftest import assert_one_line_error, run_cli
@@ -121,6 +122,20 @@ def test_arm_log_holds_the_teachers_label_not_its_aimed_action() -> None:
     assert clean.success == 1
     digests = {c.digest() for c in (CFG, TeachConfig(**SMALL, teacher=aim))}
     assert len(digests) == 2 and CFG.digest() == TeachConfig(**SMALL, teacher=()).digest()
+
+
+def test_arm_reach_weight_in_the_digest_only_when_set(tmp_path: Path) -> None:
+    """--config reach_weight reweights the teacher's layouts and marks the run's digest (a
+    resumed file cannot mix layouts); the default 1 leaves the digest of logs written before
+    the field existed; 0 is a one-line config error."""
+    same = TeachConfig(**SMALL, randomization=ArmTeach().randomization({"reach_weight": 1.0}))
+    far = TeachConfig(**SMALL, randomization=ArmTeach().randomization({"reach_weight": 3.0}))
+    assert same.digest() == CFG.digest() and far.digest() != CFG.digest()
+    bad = tmp_path / "rand.yaml"
+    bad.write_text(yaml.safe_dump({"reach_weight": 0.0}))
+    with pytest.raises(UserError, match="reach_weight must be > 0"):
+        cmd_teach(_args("arm", "--episodes", "1", "--out", str(tmp_path / "x.h5"),
+                        "--config", str(bad)))
 
 
 def test_arm_cli_user_errors(tmp_path: Path, capsys) -> None:

@@ -48,7 +48,9 @@ class ArmRandomization:
     fitted centre within its ci95 x fitted_ci_scale, else +-fitted_spread of the range).
     camera_pos_m / camera_rot_deg / camera_fov_deg: datasheet uncertainty of the camera
     poses and fields of view. action_noise: std of Gaussian noise on every goal (on the
-    [-1, 1] scale) drawn per episode in [0, action_noise].
+    [-1, 1] scale) drawn per episode in [0, action_noise]. reach_weight: the layout's
+    weight on far cube starts (`task.sample_scene`; a teacher-data option, 1 = the task's
+    uniform layouts, which every evaluation uses).
     """
 
     physics: bool = True
@@ -59,6 +61,11 @@ class ArmRandomization:
     camera_fov_deg: float = 5.0
     action_noise: float = 0.0
     jpeg_quality: tuple[int, int] = (70, 95)
+    reach_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.reach_weight > 0:
+            raise ValueError(f"reach_weight must be > 0, got {self.reach_weight}")
 
     @classmethod
     def none(cls) -> ArmRandomization:
@@ -255,7 +262,7 @@ class ArmTaskEnv:
         """Start an episode: the layout (task.sample_scene, or `scene`) and the world's
         randomization (or `draw`) drawn from `seed`; the arm at rest at home."""
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xA73]))
-        scene = scene if scene is not None else task.sample_scene(rng)
+        scene = scene if scene is not None else task.sample_scene(rng, self.randomization.reach_weight)
         if draw is None:
             draw = self.randomization.sample(rng, self.params, fitted=self.fitted)
         self.seed = int(seed)

@@ -56,10 +56,33 @@ class Scene:
         )
 
 
-def sample_scene(rng: np.random.Generator) -> Scene:
+REACH_RAMP: tuple[float, float] = (0.20, 0.30)
+"""Cube distances from the base (m) over which `sample_scene`'s reach weight ramps from 1 to
+its full value: the far corners (beyond ~0.25 m) take the teacher's tilted grasps."""
+
+
+def reach_density(r: float, reach_weight: float) -> float:
+    """Relative density of a cube start at distance `r` (m) from the base under `reach_weight`
+    (1 at and inside REACH_RAMP[0], `reach_weight` at and beyond REACH_RAMP[1], linear between)."""
+    s = min(max((r - REACH_RAMP[0]) / (REACH_RAMP[1] - REACH_RAMP[0]), 0.0), 1.0)
+    return 1.0 + (reach_weight - 1.0) * s
+
+
+def sample_scene(rng: np.random.Generator, reach_weight: float = 1.0) -> Scene:
     """Draw one episode's layout: cube centre uniform over the area, any yaw; the square's
-    centre uniform over the same area at least MIN_SEPARATION from the cube."""
-    cube = (float(rng.uniform(*AREA_X)), float(rng.uniform(*AREA_Y)))
+    centre uniform over the same area at least MIN_SEPARATION from the cube.
+
+    `reach_weight` != 1 reweights the cube's start by its distance from the base
+    (`reach_density`, by rejection): a training-data option (more of the far, tilted
+    grasps); the task and every evaluation use 1. With 1, no extra numbers are drawn, so
+    the layouts of a seed are those of the uniform sampler."""
+    if reach_weight <= 0:
+        raise ValueError("reach_weight must be > 0")
+    top = max(1.0, reach_weight)
+    while True:
+        cube = (float(rng.uniform(*AREA_X)), float(rng.uniform(*AREA_Y)))
+        if reach_weight == 1.0 or rng.uniform() * top < reach_density(math.hypot(*cube), reach_weight):
+            break
     yaw = float(rng.uniform(-math.pi, math.pi))
     for _ in range(10000):
         t = (float(rng.uniform(*AREA_X)), float(rng.uniform(*AREA_Y)))
