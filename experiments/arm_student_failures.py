@@ -17,12 +17,14 @@ fingers, x across the jaws), and whether the cube is ever lifted (centre above 5
 Prints one line per episode, then
 `success=<rate> lifted=<rate> success|lifted=<rate> never_lifted=<n>` and the mean
 absolute first-close offset (cm) per gripper axis, over failures and successes apart,
-then `by_reach`: the same by the cube's start distance from the base (x, in quarters).
+then `by_reach`: the same by the cube's start x (in quarters of the area) and by its distance
+from the base (`cube r`, 5 cm bins).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from multiprocessing import Pool
 from typing import Any
 
@@ -94,23 +96,32 @@ def _run(args: tuple[str, list[int], tuple[float, float, float], float, str | No
 REACH_BINS = (0.15, 0.1875, 0.225, 0.2625, 0.30)
 """Cube start x (m, forward from the base) bins of `by_reach`: the task area's 0.15-0.30 in
 quarters (spec/arm.md). The far quarter needs the tilted grasps (`teacher.arm_ik`)."""
+RADIUS_BINS = (0.15, 0.20, 0.25, 0.30, 0.33)
+"""Cube start distance from the base (m) bins of `by_reach(key="radius")`: the reach the
+teacher's grasp tilt depends on (the area's far corners lie at up to 0.323 m)."""
 
 
-def by_reach(res: list[dict[str, Any]], edges: tuple[float, ...] = REACH_BINS) -> list[str]:
-    """One line per cube-start-x bin: episodes, success, lifted, never closed (the jaws
-    never commanded shut). Why: the 2000-episode students lose the far quarter most."""
+def by_reach(res: list[dict[str, Any]], edges: tuple[float, ...] = REACH_BINS,
+             key: str = "x") -> list[str]:
+    """One line per bin of the cube's start x (key "x") or distance from the base (key
+    "radius"): episodes, success, lifted, never closed (the jaws never commanded shut).
+    Why: the 2000-episode students lose the far reach most."""
+    def value(r: dict[str, Any]) -> float:
+        return float(r["cube_xy"][0]) if key == "x" else math.hypot(*r["cube_xy"])
+
+    label = "cube x" if key == "x" else "cube r"
     out = []
     for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
         last = i == len(edges) - 2
-        rs = [r for r in res if lo <= r["cube_xy"][0] < hi or (last and r["cube_xy"][0] == hi)]
+        rs = [r for r in res if lo <= value(r) < hi or (last and value(r) == hi)]
         if not rs:
-            out.append(f"cube x {lo:.3f}-{hi:.3f} m: n=0")
+            out.append(f"{label} {lo:.3f}-{hi:.3f} m: n=0")
             continue
         n = len(rs)
         succ = sum(r["success"] for r in rs) / n
         lift = sum(bool(r["lifted"]) for r in rs) / n
         never = sum(r["closes"] == 0 for r in rs)
-        out.append(f"cube x {lo:.3f}-{hi:.3f} m: n={n} success={succ:.2f} lifted={lift:.2f} "
+        out.append(f"{label} {lo:.3f}-{hi:.3f} m: n={n} success={succ:.2f} lifted={lift:.2f} "
                    f"never_closed={never}")
     return out
 
@@ -148,7 +159,7 @@ def main() -> None:
             x, y, z = np.abs(e).mean(0)
             print(f"{name}: mean |first-close offset| x (across jaws) {x:.1f} cm, "
                   f"y (closing axis) {y:.1f} cm, z (along fingers) {z:.1f} cm, n={len(e)}")
-    for line in by_reach(res):
+    for line in by_reach(res) + by_reach(res, RADIUS_BINS, key="radius"):
         print(line)
 
 

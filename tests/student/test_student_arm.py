@@ -436,3 +436,10 @@ def test_student_failures_by_reach_counts_each_bin() -> None:
     assert lines[0] == "cube x 0.150-0.188 m: n=2 success=0.50 lifted=0.50 never_closed=0"
     assert lines[1] == "cube x 0.188-0.225 m: n=0" and lines[2] == "cube x 0.225-0.263 m: n=0"
     assert lines[3] == "cube x 0.263-0.300 m: n=2 success=0.50 lifted=0.50 never_closed=1"
+    # by distance from the base: (0.29, 0.08) lies at 0.301 m, with (0.30, 0) past 0.30 m
+    res.append(r(0.29, 1, True, 1))
+    res[-1]["cube_xy"][1] = 0.08
+    lines = mod.by_reach(res, mod.RADIUS_BINS, key="radius")
+    assert lines[0] == "cube r 0.150-0.200 m: n=2 success=0.50 lifted=0.50 never_closed=0"
+    assert lines[2] == "cube r 0.250-0.300 m: n=1 success=0.00 lifted=0.00 never_closed=1"
+    assert lines[3] == "cube r 0.300-0.330 m: n=2 success=1.00 lifted=1.00 never_closed=0"
