@@ -61,7 +61,10 @@ class ArmRandomization:
     camera_fov_deg: float = 5.0
     action_noise: float = 0.0
     jpeg_quality: tuple[int, int] = (70, 95)
-    reach_weight: float = 1.0
+    reach_weight: float = 1.0  # 1 for teaching too, measured: 2000 teacher episodes with 3
+    #   (cube starts beyond 0.25 m from the base 57 % of them, against 40 %) trained a student
+    #   that scored 81.0 % over the 200 fresh scenes against 81.5 % (same seeds: won 22, lost
+    #   23), 75 / 77 % beyond 0.25 / 0.30 m against 74 / 69 %: the far misses are not scarce data
 
     def __post_init__(self) -> None:
         if not self.reach_weight > 0:
